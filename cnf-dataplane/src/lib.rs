@@ -1,1 +1,4 @@
 //! placeholder
+#![forbid(unsafe_code)]
+
+pub mod meter;
