@@ -75,8 +75,8 @@ pub fn tb_params(hz: u64, rate_bytes_per_sec: u64) -> (u64, u64) {
         let bytes_per_period = (TB_PERIOD_MIN as f64 / period).ceil() as u64;
         // u128: hz * bytes_per_period cannot overflow; the quotient fits because
         // bytes_per_period <= 100 * rate / hz + 1.
-        let tb_period = (u128::from(hz) * u128::from(bytes_per_period)
-            / u128::from(rate_bytes_per_sec)) as u64;
+        let tb_period =
+            (u128::from(hz) * u128::from(bytes_per_period) / u128::from(rate_bytes_per_sec)) as u64;
         (tb_period.max(1), bytes_per_period)
     }
 }

@@ -72,7 +72,10 @@ fn trtcm_twice_pir_offered_loses_about_half() {
     let pkts = 20 * offered / u64::from(len);
     let c = run_tr(&p, offered, len, pkts);
     let red = c[2] as f64 / pkts as f64;
-    assert!((red - 0.5).abs() < 0.01, "red fraction {red}, colours {c:?}");
+    assert!(
+        (red - 0.5).abs() < 0.01,
+        "red fraction {red}, colours {c:?}"
+    );
     // Of the half that passes, CIR/PIR is green.
     let green = c[0] as f64 / pkts as f64;
     assert!((green - 0.25).abs() < 0.01, "green fraction {green}");

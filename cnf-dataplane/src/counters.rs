@@ -1,0 +1,179 @@
+//! Counters written by exactly one worker and read by the control thread.
+//!
+//! A counter is an `AtomicU64` updated with a relaxed load and store (not a locked
+//! read-modify-write): there is a single writer, so no update is lost, and on x86-64 both are
+//! plain `mov`s. Readers see a value at most one burst old. This is VPP's per-thread counter
+//! scheme; the alternative (a stats snapshot command over the ring) would make counter reads
+//! wait on the workers.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use crate::meter::Colour;
+use crate::packet::Direction;
+
+/// A single-writer counter.
+#[derive(Debug, Default)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    /// Add `n` (writer side only).
+    #[inline(always)]
+    pub fn add(&self, n: u64) {
+        self.0.store(self.0.load(Relaxed).wrapping_add(n), Relaxed);
+    }
+    /// Current value (any thread).
+    pub fn get(&self) -> u64 {
+        self.0.load(Relaxed)
+    }
+    /// Reset to zero (writer side only, e.g. when a session slot is reused).
+    pub fn clear(&self) {
+        self.0.store(0, Relaxed);
+    }
+}
+
+/// Implemented by each node's counter enum.
+pub trait CounterKind: Copy + 'static {
+    /// Number of counters of this node.
+    const COUNT: usize;
+    /// The node's display name ("session-lookup").
+    const NODE: &'static str;
+    /// All counters, in index order.
+    fn all() -> &'static [Self];
+    /// Index of the counter.
+    fn index(self) -> usize;
+    /// The counter's display string ("no session").
+    fn name(self) -> &'static str;
+}
+
+/// Declare a node's counter enum with its display strings.
+#[macro_export]
+macro_rules! node_counters {
+    ($(#[$m:meta])* $vis:vis enum $name:ident ($node:literal) { $($(#[$vm:meta])* $var:ident => $s:literal,)+ }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[repr(u8)]
+        $vis enum $name { $($(#[$vm])* $var,)+ }
+        impl $crate::counters::CounterKind for $name {
+            const COUNT: usize = [$($name::$var,)+].len();
+            const NODE: &'static str = $node;
+            fn all() -> &'static [Self] { &[$($name::$var,)+] }
+            fn index(self) -> usize { self as usize }
+            fn name(self) -> &'static str { match self { $($name::$var => $s,)+ } }
+        }
+    };
+}
+
+/// The counters of one node on one worker. Cloning shares them (the worker writes, the
+/// control thread's clone reads).
+#[derive(Debug)]
+pub struct NodeCounters<K: CounterKind> {
+    cells: std::sync::Arc<[Counter]>,
+    _k: std::marker::PhantomData<K>,
+}
+
+impl<K: CounterKind> Default for NodeCounters<K> {
+    fn default() -> Self {
+        Self {
+            cells: (0..K::COUNT).map(|_| Counter::default()).collect(),
+            _k: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<K: CounterKind> Clone for NodeCounters<K> {
+    fn clone(&self) -> Self {
+        Self {
+            cells: std::sync::Arc::clone(&self.cells),
+            _k: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<K: CounterKind> NodeCounters<K> {
+    /// Count one event.
+    #[inline(always)]
+    pub fn inc(&self, k: K) {
+        self.add(k, 1);
+    }
+    /// Count `n` events.
+    #[inline(always)]
+    pub fn add(&self, k: K, n: u64) {
+        if let Some(c) = self.cells.get(k.index()) {
+            c.add(n);
+        }
+    }
+    /// Value of one counter.
+    pub fn get(&self, k: K) -> u64 {
+        self.cells.get(k.index()).map_or(0, Counter::get)
+    }
+    /// (node, counter, value) for every counter.
+    pub fn snapshot(&self, out: &mut Vec<(&'static str, &'static str, u64)>) {
+        for &k in K::all() {
+            out.push((K::NODE, k.name(), self.get(k)));
+        }
+    }
+}
+
+/// Per-session, per-direction colour counters (packets and bytes per colour).
+#[derive(Debug, Default)]
+pub struct SessionCounters {
+    cells: [[Counter; 7]; 2],
+}
+
+/// Index of the "dropped by the colour's action" cell.
+const DROPPED: usize = 6;
+
+/// A plain copy of a session's counters: `[direction][colour]` packets and bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SessionCounts {
+    /// Packets per direction (up, down) and colour (green, yellow, red).
+    pub packets: [[u64; 3]; 2],
+    /// Bytes per direction and colour.
+    pub bytes: [[u64; 3]; 2],
+    /// Packets dropped by the colour's action, per direction.
+    pub dropped: [u64; 2],
+}
+
+impl SessionCounts {
+    /// Add another worker's counts.
+    pub fn merge(&mut self, o: &SessionCounts) {
+        for d in 0..2 {
+            self.dropped[d] += o.dropped[d];
+            for c in 0..3 {
+                self.packets[d][c] += o.packets[d][c];
+                self.bytes[d][c] += o.bytes[d][c];
+            }
+        }
+    }
+}
+
+impl SessionCounters {
+    /// Count a packet of `len` bytes with `colour` in `dir`.
+    #[inline(always)]
+    pub fn count(&self, dir: Direction, colour: Colour, len: u32) {
+        let d = &self.cells[dir as usize];
+        d[colour.index() * 2].add(1);
+        d[colour.index() * 2 + 1].add(u64::from(len));
+    }
+    /// Count a packet dropped by its colour's action.
+    #[inline(always)]
+    pub fn count_drop(&self, dir: Direction) {
+        self.cells[dir as usize][DROPPED].add(1);
+    }
+    /// Zero all (when a slot is (re)installed).
+    pub fn clear(&self) {
+        self.cells.iter().flatten().for_each(Counter::clear);
+    }
+    /// Read all.
+    pub fn read(&self) -> SessionCounts {
+        let mut s = SessionCounts::default();
+        for d in 0..2 {
+            s.dropped[d] = self.cells[d][DROPPED].get();
+            for c in 0..3 {
+                s.packets[d][c] = self.cells[d][c * 2].get();
+                s.bytes[d][c] = self.cells[d][c * 2 + 1].get();
+            }
+        }
+        s
+    }
+}

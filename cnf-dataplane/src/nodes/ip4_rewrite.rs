@@ -1,0 +1,161 @@
+//! `ip4-rewrite`: the last node before transmit. Decrements the TTL with an RFC 1624
+//! incremental checksum update (RFC 1812 §5.3.1; TTL <= 1 is dropped and counted: ICMP Time
+//! Exceeded is not generated here, which a later punt reason could add), then rebuilds the
+//! Ethernet header: upstream, tags popped, next-hop MAC from the uplink MAC; downstream, the
+//! session's tags pushed (outer TPID from config, inner 0x8100), session MAC from the access
+//! MAC.
+//!
+//! The header is rewritten in place by moving the packet start (`adj` to pop, `prepend` to
+//! push), never by copying the payload.
+//!
+//! Next nodes: tx on the uplink, tx on the access port, drop.
+//! Counters: see [`Ip4RewriteCounter`].
+//! Per-core state: the counters.
+
+use kbng_wire::Ipv4Packet;
+
+use super::{NodeEnv, enqueue};
+use crate::counters::NodeCounters;
+use crate::node_counters;
+use crate::packet::{Direction, Frame, PacketBuf, Pkt};
+use crate::tables::SessionTable;
+
+node_counters! {
+    /// Counters of `ip4-rewrite`.
+    pub enum Ip4RewriteCounter ("ip4-rewrite") {
+        /// Sent to the uplink.
+        ToUplink => "to uplink",
+        /// Sent to the access port.
+        ToAccess => "to access",
+        /// Drop: TTL expired.
+        TtlExpired => "TTL expired",
+        /// Drop: no headroom for the tags.
+        NoHeadroom => "no headroom",
+        /// Drop: the session vanished (never expected).
+        NoSession => "no session",
+        /// Drop: internal frame overflow (never expected).
+        FrameOverflow => "frame overflow",
+    }
+}
+
+/// Where `ip4-rewrite` sends a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ip4RewriteNext {
+    /// Transmit on the uplink.
+    TxUplink,
+    /// Transmit on the access port.
+    TxAccess,
+    /// Dropped, with the reason.
+    Drop(Ip4RewriteCounter),
+}
+
+/// The `ip4-rewrite` node.
+#[derive(Debug, Default)]
+pub struct Ip4RewriteNode {
+    /// Counters.
+    pub counters: NodeCounters<Ip4RewriteCounter>,
+}
+
+/// Write an Ethernet header with up to two 802.1Q/802.1ad tags at the start of `b`.
+#[inline(always)]
+fn write_l2(b: &mut [u8], dst: &[u8; 6], src: &[u8; 6], tags: &[(u16, u16)]) {
+    let hlen = 14 + 4 * tags.len();
+    let Some(h) = b.get_mut(..hlen) else {
+        return;
+    };
+    h[0..6].copy_from_slice(dst);
+    h[6..12].copy_from_slice(src);
+    let mut at = 12;
+    for &(tpid, vid) in tags {
+        h[at..at + 2].copy_from_slice(&tpid.to_be_bytes());
+        h[at + 2..at + 4].copy_from_slice(&(vid & 0x0fff).to_be_bytes());
+        at += 4;
+    }
+    h[at..at + 2].copy_from_slice(&0x0800u16.to_be_bytes());
+}
+
+impl Ip4RewriteNode {
+    /// Rewrite one packet.
+    #[inline(always)]
+    pub fn rewrite<P: PacketBuf>(
+        &self,
+        env: &NodeEnv,
+        sessions: &SessionTable,
+        pkt: &mut Pkt<P>,
+    ) -> Ip4RewriteNext {
+        use Ip4RewriteCounter as C;
+        let l3 = usize::from(pkt.meta.l3);
+        let ttl_ok = match pkt.buf.data_mut().get_mut(l3..) {
+            Some(b) => Ipv4Packet::new_checked(b).is_ok_and(|mut ip| ip.decrement_ttl()),
+            None => false,
+        };
+        if !ttl_ok {
+            return Ip4RewriteNext::Drop(C::TtlExpired);
+        }
+        match pkt.meta.dir {
+            Direction::Up => {
+                // Pop: move the start so exactly 14 bytes of header remain.
+                if l3 > 14 && !pkt.buf.adj(l3 - 14) {
+                    return Ip4RewriteNext::Drop(C::NoHeadroom);
+                }
+                pkt.meta.l3 = 14;
+                write_l2(pkt.buf.data_mut(), &env.next_hop_mac, &env.uplink_mac, &[]);
+                Ip4RewriteNext::TxUplink
+            }
+            Direction::Down => {
+                let Some(s) = sessions.get(pkt.meta.slot) else {
+                    return Ip4RewriteNext::Drop(C::NoSession);
+                };
+                let k = s.key;
+                let tags: &[(u16, u16)] = match (k.outer_vid, k.inner_vid) {
+                    (0, _) => &[],
+                    (o, 0) => &[(0x8100, o)],
+                    (o, i) => &[(env.outer_tpid, o), (0x8100, i)],
+                };
+                let want = 14 + 4 * tags.len();
+                let ok = if want > l3 {
+                    pkt.buf.prepend(want - l3)
+                } else {
+                    pkt.buf.adj(l3 - want)
+                };
+                if !ok {
+                    return Ip4RewriteNext::Drop(C::NoHeadroom);
+                }
+                pkt.meta.l3 = want as u16;
+                write_l2(pkt.buf.data_mut(), &k.mac, &env.access_mac, tags);
+                Ip4RewriteNext::TxAccess
+            }
+        }
+    }
+
+    /// Process a frame.
+    pub fn run<P: PacketBuf>(
+        &mut self,
+        env: &NodeEnv,
+        sessions: &SessionTable,
+        input: &mut Frame<P>,
+        tx_access: &mut Frame<P>,
+        tx_uplink: &mut Frame<P>,
+    ) {
+        use Ip4RewriteCounter as C;
+        for mut pkt in input.drain(..) {
+            let overflow = match self.rewrite(env, sessions, &mut pkt) {
+                Ip4RewriteNext::TxUplink => {
+                    self.counters.inc(C::ToUplink);
+                    enqueue(tx_uplink, pkt)
+                }
+                Ip4RewriteNext::TxAccess => {
+                    self.counters.inc(C::ToAccess);
+                    enqueue(tx_access, pkt)
+                }
+                Ip4RewriteNext::Drop(reason) => {
+                    self.counters.inc(reason);
+                    None
+                }
+            };
+            if overflow.is_some() {
+                self.counters.inc(C::FrameOverflow);
+            }
+        }
+    }
+}

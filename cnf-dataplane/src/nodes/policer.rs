@@ -1,0 +1,126 @@
+//! `policer`: meters each packet with its session's plan (RFC 2697 srTCM or RFC 2698 trTCM,
+//! colour-blind, per session and direction) and applies the plan's action for the colour:
+//! transmit, re-mark DSCP (with an RFC 1624 incremental checksum update), or drop.
+//!
+//! The metered length is the IPv4 total length (tags and Ethernet header excluded, so that
+//! a subscriber's rate does not depend on how many tags the access network adds). The clock
+//! is the TSC value read once per burst by the worker.
+//!
+//! Next nodes: `ip4-rewrite`, drop.
+//! Counters: see [`PolicerCounter`]; and per session and direction, packets and bytes per
+//! colour ([`crate::counters::SessionCounters`]).
+//! Per-core state: the counters; meter buckets live in the worker's session table.
+
+use kbng_wire::Ipv4Packet;
+
+use super::{be16, enqueue};
+use crate::counters::NodeCounters;
+use crate::meter::Colour;
+use crate::node_counters;
+use crate::packet::{Frame, PacketBuf};
+use crate::tables::{ColourAction, PlanTable, SessionTable};
+
+node_counters! {
+    /// Counters of `policer`.
+    pub enum PolicerCounter ("policer") {
+        /// Packets coloured green.
+        Green => "green",
+        /// Packets coloured yellow.
+        Yellow => "yellow",
+        /// Packets coloured red.
+        Red => "red",
+        /// Packets whose DSCP was re-marked.
+        Remarked => "re-marked",
+        /// Drop: the colour's action is drop.
+        PolicerDropped => "policer dropped",
+        /// Drop: the session vanished between lookup and policing (never expected).
+        NoSession => "no session",
+        /// Drop: internal frame overflow (never expected).
+        FrameOverflow => "frame overflow",
+    }
+}
+
+/// Where `policer` sends a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PolicerNext {
+    /// Forward.
+    Ip4Rewrite,
+    /// Dropped, with the reason.
+    Drop(PolicerCounter),
+}
+
+/// The `policer` node.
+#[derive(Debug, Default)]
+pub struct PolicerNode {
+    /// Counters.
+    pub counters: NodeCounters<PolicerCounter>,
+}
+
+const COLOUR_COUNTER: [PolicerCounter; 3] = [
+    PolicerCounter::Green,
+    PolicerCounter::Yellow,
+    PolicerCounter::Red,
+];
+
+impl PolicerNode {
+    /// Process a frame at TSC time `now`.
+    pub fn run<P: PacketBuf>(
+        &mut self,
+        sessions: &mut SessionTable,
+        plans: &PlanTable,
+        now: u64,
+        input: &mut Frame<P>,
+        rewrite: &mut Frame<P>,
+    ) {
+        use PolicerCounter as C;
+        for mut pkt in input.drain(..) {
+            let slot = pkt.meta.slot;
+            let dir = pkt.meta.dir;
+            let l3 = usize::from(pkt.meta.l3);
+            let len = u32::from(be16(pkt.buf.data(), l3 + 2));
+            let plan_slot = match sessions.get(slot) {
+                Some(s) => s.plan,
+                None => {
+                    self.counters.inc(C::NoSession);
+                    continue;
+                }
+            };
+            let plan = plans.get(plan_slot);
+            let policy = match dir {
+                crate::packet::Direction::Up => &plan.up,
+                crate::packet::Direction::Down => &plan.down,
+            };
+            let Some((meters, counters)) = sessions.meter_mut(slot) else {
+                self.counters.inc(C::NoSession);
+                continue;
+            };
+            let colour: Colour = meters[dir as usize].check(&policy.meter, now, len);
+            counters.count(dir, colour, len);
+            self.counters.inc(COLOUR_COUNTER[colour.index()]);
+            let next = match policy.actions[colour.index()] {
+                ColourAction::Transmit => PolicerNext::Ip4Rewrite,
+                ColourAction::Remark(dscp) => {
+                    if let Some(b) = pkt.buf.data_mut().get_mut(l3..) {
+                        if let Ok(mut ip) = Ipv4Packet::new_checked(b) {
+                            ip.set_dscp(dscp);
+                        }
+                    }
+                    self.counters.inc(C::Remarked);
+                    PolicerNext::Ip4Rewrite
+                }
+                ColourAction::Drop => {
+                    counters.count_drop(dir);
+                    PolicerNext::Drop(C::PolicerDropped)
+                }
+            };
+            match next {
+                PolicerNext::Ip4Rewrite => {
+                    if enqueue(rewrite, pkt).is_some() {
+                        self.counters.inc(C::FrameOverflow);
+                    }
+                }
+                PolicerNext::Drop(reason) => self.counters.inc(reason),
+            }
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! The graph of one worker: node instances, the frames between them, and the per-worker
+//! tables. [`Pipeline::process`] runs one received vector through every node in topological
+//! order; each node drains its input frame completely before the next node runs, so frames
+//! never hold packets between bursts and never overflow.
+
+use crate::counters::NodeCounters;
+use crate::meter::SrTcmProfile;
+use crate::nodes::NodeEnv;
+use crate::nodes::arp_reply::{ArpReplyCounter, ArpReplyNode};
+use crate::nodes::ethernet_input::{EthernetInputCounter, EthernetInputNode};
+use crate::nodes::ip4_rewrite::{Ip4RewriteCounter, Ip4RewriteNode};
+use crate::nodes::policer::{PolicerCounter, PolicerNode};
+use crate::nodes::punt::{PuntCounter, PuntNode};
+use crate::nodes::session_lookup::{SessionLookupCounter, SessionLookupNode};
+use crate::nodes::walled_garden::{WalledGardenCounter, WalledGardenNode};
+use crate::packet::{Frame, PacketBuf};
+use crate::punt::PuntSink;
+use crate::tables::{AccessTable, PlanTable, SessionTable};
+
+/// The tables one worker owns.
+#[derive(Debug)]
+pub struct Tables {
+    /// Sessions, meters and session counters.
+    pub sessions: SessionTable,
+    /// Plans.
+    pub plans: PlanTable,
+    /// Gateways and walled garden in force.
+    pub access: AccessTable,
+    /// Access configuration being received (swapped in on commit).
+    pub staged_access: AccessTable,
+}
+
+impl Tables {
+    /// Tables for `sessions` sessions and `plans` plans, hash seed `seed`.
+    pub fn new(sessions: usize, plans: usize, seed: u64) -> Self {
+        Self {
+            sessions: SessionTable::new(sessions, seed),
+            plans: PlanTable::new(plans),
+            access: AccessTable::default(),
+            staged_access: AccessTable::default(),
+        }
+    }
+}
+
+/// Shared handles on every node counter of one worker (for the control thread).
+#[derive(Debug, Clone)]
+pub struct PipelineCounters {
+    /// ethernet-input
+    pub ethernet_input: NodeCounters<EthernetInputCounter>,
+    /// arp-reply
+    pub arp_reply: NodeCounters<ArpReplyCounter>,
+    /// session-lookup
+    pub session_lookup: NodeCounters<SessionLookupCounter>,
+    /// walled-garden
+    pub walled_garden: NodeCounters<WalledGardenCounter>,
+    /// policer
+    pub policer: NodeCounters<PolicerCounter>,
+    /// ip4-rewrite
+    pub ip4_rewrite: NodeCounters<Ip4RewriteCounter>,
+    /// punt
+    pub punt: NodeCounters<PuntCounter>,
+}
+
+impl PipelineCounters {
+    /// (node, counter, value) for every counter.
+    pub fn snapshot(&self) -> Vec<(&'static str, &'static str, u64)> {
+        let mut v = Vec::new();
+        self.ethernet_input.snapshot(&mut v);
+        self.arp_reply.snapshot(&mut v);
+        self.session_lookup.snapshot(&mut v);
+        self.walled_garden.snapshot(&mut v);
+        self.policer.snapshot(&mut v);
+        self.ip4_rewrite.snapshot(&mut v);
+        self.punt.snapshot(&mut v);
+        v
+    }
+}
+
+/// The nodes and inter-node frames of one worker.
+#[derive(Debug)]
+pub struct Pipeline<P> {
+    /// Static environment.
+    pub env: NodeEnv,
+    ethernet_input: EthernetInputNode,
+    arp_reply: ArpReplyNode,
+    session_lookup: SessionLookupNode,
+    walled_garden: WalledGardenNode,
+    policer: PolicerNode,
+    ip4_rewrite: Ip4RewriteNode,
+    punt: PuntNode,
+    to_lookup: Box<Frame<P>>,
+    to_arp: Box<Frame<P>>,
+    to_punt: Box<Frame<P>>,
+    to_garden: Box<Frame<P>>,
+    to_policer: Box<Frame<P>>,
+    to_rewrite: Box<Frame<P>>,
+}
+
+impl<P: PacketBuf> Pipeline<P> {
+    /// A pipeline for worker `worker`; punts are limited by `punt_limit` (packet tokens).
+    pub fn new(env: NodeEnv, worker: u16, punt_limit: SrTcmProfile, now: u64) -> Self {
+        Self {
+            env,
+            ethernet_input: EthernetInputNode::default(),
+            arp_reply: ArpReplyNode::default(),
+            session_lookup: SessionLookupNode::default(),
+            walled_garden: WalledGardenNode::default(),
+            policer: PolicerNode::default(),
+            ip4_rewrite: Ip4RewriteNode::default(),
+            punt: PuntNode::new(worker, punt_limit, now),
+            to_lookup: Box::default(),
+            to_arp: Box::default(),
+            to_punt: Box::default(),
+            to_garden: Box::default(),
+            to_policer: Box::default(),
+            to_rewrite: Box::default(),
+        }
+    }
+
+    /// Shared handles on this pipeline's counters.
+    pub fn counters(&self) -> PipelineCounters {
+        PipelineCounters {
+            ethernet_input: self.ethernet_input.counters.clone(),
+            arp_reply: self.arp_reply.counters.clone(),
+            session_lookup: self.session_lookup.counters.clone(),
+            walled_garden: self.walled_garden.counters.clone(),
+            policer: self.policer.counters.clone(),
+            ip4_rewrite: self.ip4_rewrite.counters.clone(),
+            punt: self.punt.counters.clone(),
+        }
+    }
+
+    /// Run one received vector (packets from either port, `meta.rx_port` set) through the
+    /// graph at TSC time `now`. Leaves `rx` empty and appends to the two tx frames, which the
+    /// caller must have drained to at most `FRAME_SIZE - rx.len()` packets.
+    pub fn process(
+        &mut self,
+        tables: &mut Tables,
+        now: u64,
+        rx: &mut Frame<P>,
+        tx_access: &mut Frame<P>,
+        tx_uplink: &mut Frame<P>,
+        punt_sink: &mut impl PuntSink,
+    ) {
+        let env = &self.env;
+        self.ethernet_input.run(
+            env,
+            &tables.access,
+            rx,
+            &mut self.to_lookup,
+            &mut self.to_arp,
+            &mut self.to_punt,
+        );
+        self.arp_reply.run(env, &mut self.to_arp, tx_access);
+        self.session_lookup.run(
+            env,
+            &tables.sessions,
+            &mut self.to_lookup,
+            &mut self.to_garden,
+            &mut self.to_policer,
+        );
+        self.walled_garden.run(
+            &tables.access,
+            &mut self.to_garden,
+            &mut self.to_policer,
+            &mut self.to_punt,
+        );
+        self.policer.run(
+            &mut tables.sessions,
+            &tables.plans,
+            now,
+            &mut self.to_policer,
+            &mut self.to_rewrite,
+        );
+        self.ip4_rewrite.run(
+            env,
+            &tables.sessions,
+            &mut self.to_rewrite,
+            tx_access,
+            tx_uplink,
+        );
+        self.punt.run(now, &mut self.to_punt, punt_sink);
+    }
+}
+
+#[cfg(test)]
+#[path = "pipeline_tests.rs"]
+mod tests;

@@ -1,0 +1,61 @@
+//! Access-side configuration of one worker: the subscriber gateway addresses (answered by
+//! proxy ARP) and the walled garden. Fixed capacity; replaced as a whole by a staged copy so a
+//! worker never sees half a configuration (the control thread sends begin, items, commit).
+
+use arrayvec::ArrayVec;
+
+use crate::nodes::walled_garden::WalledGardenRule;
+
+/// Most gateway addresses.
+pub const MAX_GATEWAYS: usize = 256;
+/// Most walled-garden rules.
+pub const MAX_GARDEN_RULES: usize = 256;
+
+/// Gateways and walled garden.
+#[derive(Debug, Clone, Default)]
+pub struct AccessTable {
+    gateways: ArrayVec<u32, MAX_GATEWAYS>,
+    rules: ArrayVec<WalledGardenRule, MAX_GARDEN_RULES>,
+    redirect_http: bool,
+}
+
+impl AccessTable {
+    /// Empty the table.
+    pub fn clear(&mut self) {
+        self.gateways.clear();
+        self.rules.clear();
+        self.redirect_http = false;
+    }
+    /// Add a gateway address (host order); ignored when full (control validates the count).
+    pub fn add_gateway(&mut self, ip: u32) {
+        if let Err(e) = self.gateways.try_push(ip) {
+            let _ = e;
+        }
+        self.gateways.sort_unstable();
+    }
+    /// Add a walled-garden rule; ignored when full (control validates the count).
+    pub fn add_rule(&mut self, r: WalledGardenRule) {
+        if let Err(e) = self.rules.try_push(r) {
+            let _ = e;
+        }
+    }
+    /// Whether captive HTTP is punted for the portal redirect.
+    pub fn set_redirect_http(&mut self, on: bool) {
+        self.redirect_http = on;
+    }
+    /// Is `ip` (host order) a gateway address?
+    #[inline]
+    pub fn is_gateway(&self, ip: u32) -> bool {
+        self.gateways.binary_search(&ip).is_ok()
+    }
+    /// The rules.
+    #[inline]
+    pub fn rules(&self) -> &[WalledGardenRule] {
+        &self.rules
+    }
+    /// Punt captive HTTP?
+    #[inline]
+    pub fn redirect_http(&self) -> bool {
+        self.redirect_http
+    }
+}

@@ -1,0 +1,202 @@
+//! A fixed-capacity open-addressing index from a 64-bit hash to a session slot.
+//!
+//! Linear probing over `u64` words `(hash tag << 32) | (slot + 1)`, zero meaning empty;
+//! capacity is a power of two at least twice the table size, so probe chains stay short.
+//! Removal is by backward shift (no tombstones), so a long-running table never degrades and
+//! nothing is ever reallocated. The full key is compared by the caller against the slot's
+//! session (the tag only filters).
+//!
+//! Chosen over `std::collections::HashMap` because the worker must never allocate and must
+//! split the lookup into passes (hash and index word for the whole burst first, then the
+//! session records), which needs the probe position exposed.
+
+/// An open-addressing slot index.
+#[derive(Debug, Clone)]
+pub struct Index {
+    words: Box<[u64]>,
+    mask: usize,
+}
+
+const EMPTY: u64 = 0;
+
+#[inline(always)]
+fn tag(hash: u64) -> u32 {
+    (hash >> 32) as u32
+}
+
+#[inline(always)]
+fn word(hash: u64, slot: u32) -> u64 {
+    (u64::from(tag(hash)) << 32) | (u64::from(slot) + 1)
+}
+
+#[inline(always)]
+fn slot_of(w: u64) -> u32 {
+    ((w & 0xffff_ffff) as u32).wrapping_sub(1)
+}
+
+impl Index {
+    /// An index able to hold `capacity` entries at load factor <= 1/2.
+    pub fn with_capacity(capacity: usize) -> Self {
+        let n = (capacity.max(1) * 2).next_power_of_two();
+        Self {
+            words: vec![EMPTY; n].into_boxed_slice(),
+            mask: n - 1,
+        }
+    }
+
+    /// Bytes of memory used.
+    pub fn bytes(&self) -> usize {
+        self.words.len() * std::mem::size_of::<u64>()
+    }
+
+    /// Home position of a hash.
+    #[inline(always)]
+    pub fn home(&self, hash: u64) -> usize {
+        ((hash >> 32) as usize) & self.mask
+    }
+
+    /// The word at a position (pass one of a burst lookup reads these for every packet).
+    #[inline(always)]
+    pub fn word_at(&self, pos: usize) -> u64 {
+        self.words.get(pos & self.mask).copied().unwrap_or(EMPTY)
+    }
+
+    /// Find the slot for `hash` whose key `matches`, starting from the home word `first`
+    /// already read in pass one.
+    #[inline(always)]
+    pub fn find(&self, hash: u64, first: u64, mut matches: impl FnMut(u32) -> bool) -> Option<u32> {
+        let t = tag(hash);
+        let mut pos = self.home(hash);
+        let mut w = first;
+        // Bounded: at most every word once.
+        for _ in 0..=self.mask {
+            if w == EMPTY {
+                return None;
+            }
+            if (w >> 32) as u32 == t && matches(slot_of(w)) {
+                return Some(slot_of(w));
+            }
+            pos = (pos + 1) & self.mask;
+            w = self.word_at(pos);
+        }
+        None
+    }
+
+    /// Find from scratch (control and apply paths).
+    pub fn get(&self, hash: u64, matches: impl FnMut(u32) -> bool) -> Option<u32> {
+        self.find(hash, self.word_at(self.home(hash)), matches)
+    }
+
+    /// Insert `slot` under `hash`. The caller has removed any previous entry of the slot;
+    /// returns `false` only if the index is full (cannot happen when sized from the table).
+    pub fn insert(&mut self, hash: u64, slot: u32) -> bool {
+        let mut pos = self.home(hash);
+        for _ in 0..=self.mask {
+            if let Some(w) = self.words.get_mut(pos) {
+                if *w == EMPTY {
+                    *w = word(hash, slot);
+                    return true;
+                }
+            }
+            pos = (pos + 1) & self.mask;
+        }
+        false
+    }
+
+    /// Remove the entry of `slot` under `hash`; `false` if absent.
+    pub fn remove(&mut self, hash: u64, slot: u32) -> bool {
+        let target = word(hash, slot);
+        let mut pos = self.home(hash);
+        let mut found = None;
+        for _ in 0..=self.mask {
+            let w = self.word_at(pos);
+            if w == EMPTY {
+                break;
+            }
+            if w == target {
+                found = Some(pos);
+                break;
+            }
+            pos = (pos + 1) & self.mask;
+        }
+        let Some(mut hole) = found else {
+            return false;
+        };
+        // Backward-shift deletion (Knuth 6.4, algorithm R).
+        let mut next = (hole + 1) & self.mask;
+        for _ in 0..=self.mask {
+            let w = self.word_at(next);
+            if w == EMPTY {
+                break;
+            }
+            // The word's home position; it may move into the hole if the hole lies cyclically
+            // between its home and its current position.
+            let home = self.home_of_word(w);
+            let dist_next = next.wrapping_sub(home) & self.mask;
+            let dist_hole = hole.wrapping_sub(home) & self.mask;
+            if dist_hole < dist_next {
+                self.set(hole, w);
+                hole = next;
+            }
+            next = (next + 1) & self.mask;
+        }
+        self.set(hole, EMPTY);
+        true
+    }
+
+    fn set(&mut self, pos: usize, w: u64) {
+        if let Some(x) = self.words.get_mut(pos) {
+            *x = w;
+        }
+    }
+}
+
+impl Index {
+    /// A stored word's home position: the home is taken from the tag bits, so the word alone
+    /// says where its probe chain starts.
+    #[inline(always)]
+    fn home_of_word(&self, w: u64) -> usize {
+        ((w >> 32) as usize) & self.mask
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashMap;
+
+    proptest! {
+        #[test]
+        fn behaves_like_a_map(ops in proptest::collection::vec((any::<bool>(), 0u32..64, 0u64..8), 1..400)) {
+            // Few distinct hash values force long collision chains and wrap-around.
+            let mut idx = Index::with_capacity(64);
+            let mut model: HashMap<u32, u64> = HashMap::new();
+            for (ins, slot, h) in ops {
+                let hash = h.wrapping_mul(0x9e37_79b9_7f4a_7c15) | (h << 32);
+                if ins {
+                    if let Some(old) = model.insert(slot, hash) {
+                        prop_assert!(idx.remove(old, slot));
+                    }
+                    prop_assert!(idx.insert(hash, slot));
+                } else {
+                    let had = model.remove(&slot);
+                    prop_assert_eq!(idx.remove(had.unwrap_or(hash), slot), had.is_some());
+                }
+                for (&s, &hh) in &model {
+                    prop_assert_eq!(idx.get(hh, |x| x == s), Some(s));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn full_index_refuses() {
+        let mut idx = Index::with_capacity(1);
+        assert!(idx.insert(1 << 32, 0));
+        assert!(idx.insert(1 << 32, 1));
+        assert!(!idx.insert(1 << 32, 2));
+        assert_eq!(idx.get(1 << 32, |s| s == 1), Some(1));
+        assert_eq!(idx.get(1 << 32, |s| s == 2), None);
+    }
+}

@@ -1,0 +1,11 @@
+//! Per-worker tables: sessions (with their meter state and counters) and plans, sized once at
+//! start-up and never reallocated.
+
+pub mod access;
+pub mod index;
+pub mod plan;
+pub mod session;
+
+pub use access::AccessTable;
+pub use plan::{ColourAction, DirPolicy, MeterProfile, MeterState, Plan, PlanTable};
+pub use session::{Session, SessionCounterArray, SessionKey, SessionTable};
