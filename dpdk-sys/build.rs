@@ -10,7 +10,13 @@ use std::path::PathBuf;
 use std::process::Command;
 
 const MIN_VERSION: &str = "22.11";
-const LIBS: &[&str] = &["rte_eal", "rte_ethdev", "rte_mbuf", "rte_mempool", "rte_meter"];
+const LIBS: &[&str] = &[
+    "rte_eal",
+    "rte_ethdev",
+    "rte_mbuf",
+    "rte_mempool",
+    "rte_meter",
+];
 
 fn main() {
     println!("cargo:rerun-if-changed=shim/shim.c");
@@ -36,7 +42,11 @@ fn main() {
     let cflags = pkg_config_cflags();
 
     let mut build = cc::Build::new();
-    build.file("shim/shim.c").include("shim").warnings(true).opt_level(3);
+    build
+        .file("shim/shim.c")
+        .include("shim")
+        .warnings(true)
+        .opt_level(3);
     for flag in &cflags {
         build.flag(flag);
     }
@@ -68,6 +78,8 @@ fn main() {
         .allowlist_function("rte_dev_.*")
         .allowlist_function("rte_bus_name")
         .allowlist_function("rte_strerror")
+        .allowlist_function("rte_thread_register")
+        .allowlist_function("rte_thread_unregister")
         .allowlist_var("RTE_ETH_.*")
         .allowlist_var("RTE_MAX_ETHPORTS")
         .allowlist_var("RTE_MAX_LCORE")
@@ -80,6 +92,8 @@ fn main() {
         .allowlist_type("kbng_rss_fields")
         // Inline functions have no symbol; the shim wraps the ones we need.
         .generate_inline_functions(false)
+        // DPDK's doxygen comments turn into broken doctests; the headers are the reference.
+        .generate_comments(false)
         .derive_default(true)
         .layout_tests(true)
         .prepend_enum_name(false)

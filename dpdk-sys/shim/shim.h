@@ -11,7 +11,10 @@
 
 #include <stdint.h>
 
+#include <rte_bus.h>
+#include <rte_dev.h>
 #include <rte_ethdev.h>
+#include <rte_lcore.h>
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 #include <rte_meter.h>
