@@ -118,6 +118,10 @@ impl CommandSender {
             Err(rtrb::PushError::Full(c)) => Err(c),
         }
     }
+    /// Free places in the ring.
+    pub fn free_slots(&self) -> usize {
+        self.producer.slots()
+    }
     /// Commands queued so far.
     pub fn pushed(&self) -> u64 {
         self.pushed

@@ -177,3 +177,20 @@ impl SessionCounters {
         s
     }
 }
+
+/// Poll-loop statistics of one worker.
+#[derive(Debug, Default)]
+pub struct WorkerStats {
+    /// Packets received.
+    pub rx_packets: Counter,
+    /// Packets transmitted.
+    pub tx_packets: Counter,
+    /// Packets the NIC did not take (dropped, counted).
+    pub tx_dropped: Counter,
+    /// Non-empty receive bursts.
+    pub rx_bursts: Counter,
+    /// TSC cycles spent on non-empty iterations.
+    pub busy_cycles: Counter,
+    /// Injected frames transmitted.
+    pub injected: Counter,
+}

@@ -30,6 +30,7 @@
 #![forbid(unsafe_code)]
 
 pub mod command;
+pub mod control;
 pub mod counters;
 pub mod meter;
 pub mod nodes;

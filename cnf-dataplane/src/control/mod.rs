@@ -1,0 +1,117 @@
+//! The control side of the dataplane (runs on the main lcore, never on a worker): the shadow
+//! tables, the command rings to the workers, and read-only views of the workers' counters.
+
+pub mod convert;
+pub mod shadow;
+
+use std::time::{Duration, Instant};
+
+use kbng_api::ApiError;
+
+use crate::command::{Command, CommandSender};
+use crate::counters::{SessionCounts, WorkerStats};
+use crate::pipeline::PipelineCounters;
+use crate::tables::SessionCounterArray;
+use shadow::Shadow;
+
+/// Most commands one request may generate (ring capacity is twice this).
+pub const MAX_BATCH: usize = 32_768;
+
+/// How long a request waits for workers to make room or acknowledge.
+pub const WORKER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the control thread sees of one worker.
+#[derive(Debug)]
+pub struct WorkerView {
+    /// Lcore the worker runs on.
+    pub core: u32,
+    /// Command ring.
+    pub commands: CommandSender,
+    /// Per-slot session counters.
+    pub sessions: SessionCounterArray,
+    /// Node counters.
+    pub nodes: PipelineCounters,
+    /// Loop statistics.
+    pub stats: std::sync::Arc<WorkerStats>,
+}
+
+/// Control-side state.
+#[derive(Debug)]
+pub struct Control {
+    /// The shadow tables.
+    pub shadow: Shadow,
+    /// The workers.
+    pub workers: Vec<WorkerView>,
+    /// TSC frequency (for meter profiles).
+    pub tsc_hz: u64,
+}
+
+impl Control {
+    /// Wait (bounded) until every worker's ring has room for `n` commands.
+    pub async fn reserve(&self, n: usize) -> Result<(), ApiError> {
+        if n > MAX_BATCH {
+            return Err(ApiError::invalid(
+                "batch",
+                format!("{n} changes in one request, at most {MAX_BATCH}"),
+            ));
+        }
+        let deadline = Instant::now() + WORKER_TIMEOUT;
+        while self.workers.iter().any(|w| w.commands.free_slots() < n) {
+            if Instant::now() > deadline {
+                return Err(ApiError::Unavailable(
+                    "workers are not draining their command rings".into(),
+                ));
+            }
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+        Ok(())
+    }
+
+    /// Push commands to every worker (room was reserved) and wait until all have applied them.
+    pub async fn commit(&mut self, cmds: &[Command]) -> Result<(), ApiError> {
+        for w in &mut self.workers {
+            for c in cmds {
+                if w.commands.try_send(*c).is_err() {
+                    return Err(ApiError::Internal(
+                        "command ring full after reservation".into(),
+                    ));
+                }
+            }
+        }
+        let deadline = Instant::now() + WORKER_TIMEOUT;
+        while !self.workers.iter().all(|w| w.commands.caught_up()) {
+            if Instant::now() > deadline {
+                return Err(ApiError::Unavailable(
+                    "workers did not acknowledge in time; the change is queued".into(),
+                ));
+            }
+            tokio::time::sleep(Duration::from_micros(100)).await;
+        }
+        Ok(())
+    }
+
+    /// A session's counters summed over workers.
+    pub fn session_counts(&self, slot: u32) -> SessionCounts {
+        let mut total = SessionCounts::default();
+        for w in &self.workers {
+            if let Some(c) = w.sessions.get(slot as usize) {
+                total.merge(&c.read());
+            }
+        }
+        total
+    }
+
+    /// Node counters summed over workers, in node order.
+    pub fn node_counts(&self) -> Vec<(&'static str, &'static str, u64)> {
+        let mut total: Vec<(&'static str, &'static str, u64)> = Vec::new();
+        for w in &self.workers {
+            for (i, (n, c, v)) in w.nodes.snapshot().into_iter().enumerate() {
+                match total.get_mut(i) {
+                    Some(t) => t.2 += v,
+                    None => total.push((n, c, v)),
+                }
+            }
+        }
+        total
+    }
+}
