@@ -1,5 +1,7 @@
 //! The checked-in generated code must be what the proto files generate today.
 
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
 use std::path::{Path, PathBuf};
 
 #[test]

@@ -1,0 +1,429 @@
+//! The `BNG` resource: one broadband network gateway, its dataplanes and its subscribers' world.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::common::{LocalRef, SecretKeyRef, VlanRange};
+use crate::licence::LicenceSource;
+
+/// Dotted-quad IPv4 address.
+const IPV4_PATTERN: &str = r"^((25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])$";
+/// Dotted-quad IPv4 prefix with a length.
+const CIDR_PATTERN: &str = r"^((25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])/([0-9]|[12][0-9]|3[0-2])$";
+/// A Kubernetes resource name such as `intel.com/sriov_access`.
+const RESOURCE_PATTERN: &str = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$";
+
+/// A broadband network gateway.
+#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[kube(
+    group = "kbng.dev",
+    version = "v1alpha1",
+    kind = "BNG",
+    root = "Bng",
+    plural = "bngs",
+    namespaced,
+    status = "BngStatus",
+    shortname = "bng",
+    category = "kbng",
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Active","type":"integer","jsonPath":".status.sessions.active"}"#,
+    printcolumn = r#"{"name":"Captive","type":"integer","jsonPath":".status.sessions.captive"}"#,
+    printcolumn = r#"{"name":"Cap","type":"integer","jsonPath":".status.sessions.cap"}"#,
+    printcolumn = r#"{"name":"Licence","type":"string","jsonPath":".status.licenceSource","priority":1}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BngSpec {
+    pub dataplane: DataplaneSpec,
+    pub access: AccessSpec,
+    pub uplink: UplinkSpec,
+    #[schemars(length(min = 1, max = 64))]
+    pub pools: Vec<PoolSpec>,
+    pub dhcp: DhcpSpec,
+    pub aaa: AaaSpec,
+    pub walled_garden: WalledGardenSpec,
+    /// The Licence granting the session cap; without one the free baseline applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub licence_ref: Option<LocalRef>,
+    /// The SubscriberPlans this BNG may assign.
+    #[schemars(length(min = 1, max = 256))]
+    pub plans: Vec<LocalRef>,
+}
+
+// ---------------------------------------------------------------- dataplane placement
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum NumaPolicy {
+    /// Cores, hugepages and VFs on one NUMA node (kubelet topology policy single-numa-node).
+    SingleNumaNode,
+    /// NUMA locality preferred, not required.
+    BestEffort,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum HugepageSize {
+    #[serde(rename = "2Mi")]
+    TwoMi,
+    #[serde(rename = "1Gi")]
+    OneGi,
+}
+
+impl HugepageSize {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HugepageSize::TwoMi => "2Mi",
+            HugepageSize::OneGi => "1Gi",
+        }
+    }
+
+    pub fn bytes(self) -> u64 {
+        match self {
+            HugepageSize::TwoMi => 2 << 20,
+            HugepageSize::OneGi => 1 << 30,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HugepagesSpec {
+    pub size: HugepageSize,
+    #[schemars(range(min = 1, max = 1024))]
+    pub count: u32,
+}
+
+/// SR-IOV device-plugin resource names of the VFs a dataplane pod requests.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SriovSpec {
+    #[schemars(regex(pattern = RESOURCE_PATTERN), length(max = 253))]
+    pub access_resource: String,
+    #[schemars(regex(pattern = RESOURCE_PATTERN), length(max = 253))]
+    pub uplink_resource: String,
+}
+
+/// Multus NetworkAttachmentDefinition names, attached in this order: access, uplink.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NetworksSpec {
+    #[schemars(length(min = 1, max = 253))]
+    pub access: String,
+    #[schemars(length(min = 1, max = 253))]
+    pub uplink: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[x_kube(validation = Rule::new("self.rxDescriptors % 32 == 0 && self.txDescriptors % 32 == 0").message("descriptor counts must be multiples of 32"))]
+pub struct QueuesSpec {
+    #[schemars(range(min = 64, max = 8192))]
+    pub rx_descriptors: u16,
+    #[schemars(range(min = 64, max = 8192))]
+    pub tx_descriptors: u16,
+}
+
+impl Default for QueuesSpec {
+    fn default() -> Self {
+        QueuesSpec {
+            rx_descriptors: 1024,
+            tx_descriptors: 1024,
+        }
+    }
+}
+
+/// Where and how the DPDK dataplane pods run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DataplaneSpec {
+    #[schemars(range(min = 1, max = 64))]
+    pub replicas: u32,
+    /// Polling worker cores per pod; one more core is requested for the main lcore.
+    #[schemars(range(min = 1, max = 128))]
+    pub worker_cores: u32,
+    pub numa_policy: NumaPolicy,
+    /// The NUMA node the VFs sit on, when the nodes' labels do not tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 63))]
+    pub numa_node: Option<u32>,
+    pub hugepages: HugepagesSpec,
+    /// Ordinary memory per pod besides hugepages.
+    #[schemars(range(min = 256, max = 1_048_576))]
+    pub memory_mib: u32,
+    pub sriov: SriovSpec,
+    pub networks: NetworksSpec,
+    #[serde(default)]
+    pub queues: QueuesSpec,
+    /// Sessions the tables are sized for at start-up.
+    #[schemars(range(min = 1, max = 16_000_000))]
+    pub session_capacity: u64,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    /// Overrides the chart's dataplane image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+}
+
+// ---------------------------------------------------------------- access and uplink
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum VlanMode {
+    Untagged,
+    /// One 802.1Q tag per subscriber or service.
+    Dot1q,
+    /// Two tags: outer S-tag (0x88a8 or 0x8100), inner C-tag.
+    Qinq,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[x_kube(validation = Rule::new("self.vlanMode == 'untagged' ? size(self.outerVlans) == 0 : size(self.outerVlans) > 0").message("outerVlans are required with dot1q and qinq, and not allowed untagged"))]
+#[x_kube(validation = Rule::new("self.vlanMode == 'qinq' ? size(self.innerVlans) > 0 : size(self.innerVlans) == 0").message("innerVlans are required with qinq and allowed only there"))]
+pub struct AccessSpec {
+    pub vlan_mode: VlanMode,
+    #[serde(default)]
+    #[schemars(length(max = 64))]
+    pub outer_vlans: Vec<VlanRange>,
+    #[serde(default)]
+    #[schemars(length(max = 64))]
+    pub inner_vlans: Vec<VlanRange>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[x_kube(validation = Rule::new("cidr(self.address).containsIP(self.gateway)").message("gateway must be inside the uplink address's prefix"))]
+pub struct UplinkSpec {
+    /// The dataplane's uplink address with its prefix, e.g. `192.0.2.2/30`.
+    #[schemars(regex(pattern = CIDR_PATTERN))]
+    pub address: String,
+    #[schemars(regex(pattern = IPV4_PATTERN))]
+    pub gateway: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 4094))]
+    pub vlan: Option<u16>,
+}
+
+// ---------------------------------------------------------------- pools and DHCP
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[x_kube(validation = Rule::new("cidr(self.cidr) == cidr(self.cidr).masked()").message("cidr must not have host bits set"))]
+#[x_kube(validation = Rule::new("cidr(self.cidr).containsIP(self.gateway)").message("gateway must be inside cidr"))]
+#[x_kube(validation = Rule::new("self.exclusions.all(e, cidr(self.cidr).containsCIDR(e))").message("every exclusion must be inside cidr"))]
+pub struct PoolSpec {
+    #[schemars(regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"), length(max = 63))]
+    pub name: String,
+    #[schemars(regex(pattern = CIDR_PATTERN))]
+    pub cidr: String,
+    #[schemars(regex(pattern = IPV4_PATTERN))]
+    pub gateway: String,
+    #[schemars(range(min = 60, max = 31_536_000))]
+    pub lease_secs: u32,
+    /// Prefixes never handed out (a single address is a /32).
+    #[serde(default)]
+    #[schemars(length(max = 256), inner(regex(pattern = CIDR_PATTERN)))]
+    pub exclusions: Vec<String>,
+    #[serde(default)]
+    #[schemars(length(max = 4), inner(regex(pattern = IPV4_PATTERN)))]
+    pub dns: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum DhcpMode {
+    /// kbng leases addresses from its pools.
+    Server,
+    /// kbng relays to external DHCP servers (giaddr set) and builds sessions from their ACKs.
+    Relay,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[x_kube(validation = Rule::new("self.mode == 'relay' ? size(self.relayServers) > 0 : size(self.relayServers) == 0").message("relayServers are required in relay mode and allowed only there"))]
+pub struct DhcpSpec {
+    pub mode: DhcpMode,
+    #[serde(default)]
+    #[schemars(length(max = 8), inner(regex(pattern = IPV4_PATTERN)))]
+    pub relay_servers: Vec<String>,
+    /// Use option 82 (circuit-id, remote-id) as the subscriber's identity (RFC 3046).
+    #[serde(default)]
+    pub option82_identity: bool,
+}
+
+// ---------------------------------------------------------------- AAA and walled garden
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum AaaMode {
+    /// The control pod's own subscriber store.
+    Local,
+    /// RFC 2865 / 2866 servers.
+    Radius,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum UnknownSubscriberPolicy {
+    /// Admitted to the walled garden only.
+    Captive,
+    /// Not leased an address.
+    Reject,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RadiusServer {
+    #[schemars(regex(pattern = IPV4_PATTERN))]
+    pub address: String,
+    #[serde(default = "default_auth_port")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub auth_port: u16,
+    #[serde(default = "default_acct_port")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub acct_port: u16,
+}
+
+fn default_auth_port() -> u16 {
+    1812
+}
+
+fn default_acct_port() -> u16 {
+    1813
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RadiusSpec {
+    #[schemars(length(min = 1, max = 8))]
+    pub servers: Vec<RadiusServer>,
+    pub secret_ref: SecretKeyRef,
+    #[schemars(length(min = 1, max = 253))]
+    pub nas_identifier: String,
+    #[serde(default = "default_interim_secs")]
+    #[schemars(range(min = 60, max = 86_400))]
+    pub interim_interval_secs: u32,
+}
+
+fn default_interim_secs() -> u32 {
+    300
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[x_kube(validation = Rule::new("self.mode == 'radius' ? has(self.radius) : !has(self.radius)").message("radius is required with mode radius and allowed only there"))]
+pub struct AaaSpec {
+    pub mode: AaaMode,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub radius: Option<RadiusSpec>,
+    /// The plan of a known subscriber whose record names none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_plan: Option<LocalRef>,
+    pub unknown_subscribers: UnknownSubscriberPolicy,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum GardenProtocol {
+    Any,
+    Tcp,
+    Udp,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[x_kube(validation = Rule::new("self.protocol != 'any' || !has(self.port)").message("a port needs protocol tcp or udp"))]
+pub struct GardenAllow {
+    #[schemars(regex(pattern = CIDR_PATTERN))]
+    pub prefix: String,
+    pub protocol: GardenProtocol,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: Option<u16>,
+}
+
+/// Where captive subscribers may go.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WalledGardenSpec {
+    /// Captive subscribers' HTTP is answered with a 302 to this URL.
+    #[schemars(regex(pattern = r"^https?://[^\s]+$"), length(max = 2048))]
+    pub portal_url: String,
+    #[schemars(length(min = 1, max = 64))]
+    pub allowed: Vec<GardenAllow>,
+}
+
+// ---------------------------------------------------------------- status
+
+/// The launch-gate condition types a BNG must pass before it carries subscribers.
+pub mod gates {
+    pub const LICENCE_VALID: &str = "LicenceValid";
+    pub const SESSION_CAP_KNOWN: &str = "SessionCapKnown";
+    pub const DATAPLANES_CONNECTED: &str = "DataplanesConnected";
+    pub const AAA_REACHABLE: &str = "AAAReachable";
+    pub const PLANS_PROGRAMMED: &str = "PlansProgrammed";
+    pub const POOL_USABLE: &str = "PoolUsable";
+    pub const CAPTIVE_PORTAL_SET: &str = "CaptivePortalSet";
+    pub const INTERFACES_UP: &str = "InterfacesUp";
+    /// Every gate, in the order they are reported.
+    pub const ALL: [&str; 8] = [
+        LICENCE_VALID,
+        SESSION_CAP_KNOWN,
+        DATAPLANES_CONNECTED,
+        AAA_REACHABLE,
+        PLANS_PROGRAMMED,
+        POOL_USABLE,
+        CAPTIVE_PORTAL_SET,
+        INTERFACES_UP,
+    ];
+    pub const READY: &str = "Ready";
+    pub const RECONCILING: &str = "Reconciling";
+    pub const STALLED: &str = "Stalled";
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionCounts {
+    pub active: u64,
+    pub captive: u64,
+    /// The cap in force (from the Licence's status, or the free baseline).
+    pub cap: u64,
+}
+
+/// What one dataplane reports about itself (not what was asked for).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DataplaneStatus {
+    pub pod: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// Why the pod is where it is, or why it is not placed (the scheduler's message).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub placement: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa_node: Option<i32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cores: Vec<u32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pci_addresses: Vec<String>,
+    pub connected: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BngStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    #[serde(default)]
+    pub sessions: SessionCounts,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub licence_source: Option<LicenceSource>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dataplanes: Vec<DataplaneStatus>,
+}
