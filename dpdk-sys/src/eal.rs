@@ -29,12 +29,12 @@ pub(crate) fn live_object_released() {
 
 /// Proof that the EAL is initialised; owns the EAL and cleans it up on drop.
 ///
-/// Not `Send`/`Sync`: create it, the mempools and the ports on the main thread, then move
-/// queue handles and mempools (which are `Send`) to the workers. `rte_eal_cleanup` must run on
-/// the thread that called `rte_eal_init`, which `!Send` guarantees.
+/// `!Send`: `rte_eal_cleanup` must run on the thread that called `rte_eal_init`, so the value
+/// stays on that thread. `Sync`: its queries may be made from scoped threads.
 #[derive(Debug)]
 pub struct Eal {
-    _main_thread_only: PhantomData<*const ()>,
+    // A MutexGuard is !Send and Sync, which is exactly the auto-trait shape wanted here.
+    _main_thread_only: PhantomData<std::sync::MutexGuard<'static, ()>>,
 }
 
 impl Eal {
@@ -185,17 +185,24 @@ pub fn socket_id() -> Option<u32> {
 /// per-lcore mempool caches that make mbuf alloc/free cheap.
 ///
 /// For worker threads started with `std::thread`. The registration ends when the returned guard
-/// is dropped (it is `!Send`, so on the same thread). Fails on a thread that already has an
-/// lcore id (an EAL lcore or a registered thread), and when EAL has no free lcore slot.
-pub fn register_thread(_eal_alive: &Eal) -> Result<ThreadRegistration, DpdkError> {
+/// is dropped (it is `!Send`, so on the same thread). Fails when the EAL is not running, on a
+/// thread that already has an lcore id (an EAL lcore or a registered thread), and when EAL has
+/// no free lcore slot.
+pub fn register_thread() -> Result<ThreadRegistration, DpdkError> {
+    if EAL_STATE.load(Ordering::Acquire) != EAL_RUNNING {
+        return Err(DpdkError::InvalidConfig(
+            "register_thread needs a running EAL (Eal::init first)".to_owned(),
+        ));
+    }
     if let Some(lcore) = lcore_id() {
         return Err(DpdkError::InvalidConfig(format!(
             "this thread already is lcore {lcore}; register_thread is for non-EAL threads"
         )));
     }
-    // SAFETY: EAL is initialised (an Eal reference exists) and the calling thread has no lcore
-    // id (checked above), so rte_thread_register overwrites no EAL lcore's identity; it only
-    // touches EAL's lcore table (under its lock) and the calling thread's thread-locals.
+    // SAFETY: EAL init has completed (EAL_STATE is RUNNING; the callee also checks) and the
+    // calling thread has no lcore id (checked above), so rte_thread_register overwrites no EAL
+    // lcore's identity; it only touches EAL's static lcore table (under its lock) and the
+    // calling thread's thread-locals, which stay valid even if cleanup runs meanwhile.
     let ret = unsafe { ffi::rte_thread_register() };
     if ret < 0 {
         return Err(DpdkError::from_rte_errno("rte_thread_register"));

@@ -23,12 +23,13 @@
 //!   are polled); dropping the port value and all handles stops and closes the device.
 //!
 //! # Thread rules
-//! - [`Eal`] is `!Send`: init, set-up and drop happen on the main thread (the main lcore).
+//! - [`Eal`] is `!Send` and `Sync`: init and drop happen on one thread (it becomes the main
+//!   lcore); set-up may borrow it from scoped threads.
 //! - [`RxQueue`]/[`TxQueue`] are `Send`: move each to the one worker that polls it. Their
 //!   `rx`/`tx` take `&mut self`, so a queue is never polled from two threads at once.
 //! - [`Mempool`] is `Send + Sync`; alloc/free are thread-safe. Threads that are EAL lcores, or
-//!   that called [`register_thread`], use the lock-free per-lcore cache; other threads go to
-//!   the shared ring (slower, still correct).
+//!   that called [`register_thread`] (std threads: keep the guard for the thread's life), use
+//!   the lock-free per-lcore cache; other threads go to the shared ring (slower, correct).
 //! - [`Mbuf`] and [`Burst`] are `Send`: a packet may be freed or sent on another thread.
 //! - `Port` queries (`stats`, `link`, `mac`, `device_info`) take `&self` and may run on the
 //!   control thread while workers poll.

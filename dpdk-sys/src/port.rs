@@ -79,7 +79,8 @@ impl Default for PortConfig {
 pub enum RssOutcome {
     /// One rx queue: no RSS needed.
     SingleQueue,
-    /// RSS enabled with exactly the requested hash fields.
+    /// RSS enabled on the requested addresses (source only, destination only, or both), for the
+    /// IP protocols the device can hash; [`PortSetup::rss_hash_fields`] lists them.
     Applied,
     /// The device hashes IP but not on one address only: RSS uses source and destination, so
     /// the two directions of one subscriber may land on different queue indexes.
@@ -407,15 +408,17 @@ impl Port {
         } else {
             let wanted = config.rss.hash_fields();
             let capa = info.flow_type_rss_offloads;
-            let hf = wanted & capa;
             // SAFETY: pure function.
             let l3_only = unsafe { ffi::kbng_rss_l3_only_bits() };
-            if hf & !l3_only == 0 {
+            // Protocols the device can hash, of those asked for (e.g. IPv4 but not IPv6).
+            let protocols = wanted & !l3_only & capa;
+            let modifier = wanted & l3_only;
+            if protocols == 0 {
                 (RssOutcome::Unsupported, 0)
-            } else if hf == wanted {
-                (RssOutcome::Applied, hf)
+            } else if capa & modifier != modifier {
+                (RssOutcome::L3OnlyUnsupported, protocols)
             } else {
-                (RssOutcome::L3OnlyUnsupported, hf & !l3_only)
+                (RssOutcome::Applied, protocols | modifier)
             }
         };
         if rss_hash_fields != 0 {

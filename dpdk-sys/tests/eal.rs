@@ -41,6 +41,7 @@ fn eal_ports_mbufs_meters_in_sequence() {
     let pool = Arc::new(
         Mempool::new(&eal, &MempoolConfig::new("test_pool", 8191)).expect("mempool of 8191 mbufs"),
     );
+    registered_worker_thread(&eal, &pool);
     mbuf_prepend_adj_round_trip(&pool);
     burst_moves_and_bulk_free(&pool);
     rx_null_tx_ring_loopback(&eal, &pool);
@@ -86,8 +87,30 @@ fn lcore_and_clock_queries(eal: &Eal) {
     std::thread::scope(|s| {
         s.spawn(|| assert_eq!(dpdk_sys::lcore_id(), None));
     });
-    let reg = dpdk_sys::register_thread(eal);
-    assert!(reg.is_err(), "the main lcore cannot register again");
+    assert!(
+        dpdk_sys::register_thread().is_err(),
+        "the main lcore cannot register again"
+    );
+}
+
+fn registered_worker_thread(eal: &Eal, pool: &Mempool) {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            assert_eq!(
+                eal.lcore_count(),
+                1,
+                "Eal is Sync: queries from a scoped thread"
+            );
+            let reg = dpdk_sys::register_thread().expect("a free lcore slot");
+            assert_eq!(dpdk_sys::lcore_id(), Some(reg.lcore()));
+            assert_ne!(reg.lcore(), 0, "lcore 0 is the main lcore");
+            assert!(dpdk_sys::register_thread().is_err(), "registered once");
+            let m = pool.alloc().expect("alloc through the per-lcore cache");
+            drop(m);
+            drop(reg);
+            assert_eq!(dpdk_sys::lcore_id(), None);
+        });
+    });
 }
 
 fn mbuf_prepend_adj_round_trip(pool: &Mempool) {
@@ -277,9 +300,9 @@ fn rss_on_null_port_degrades_or_applies(eal: &Eal, pool: &Arc<Mempool>) {
         promiscuous: true,
     };
     let setup = null1.configure(&config, pool).expect("configure with RSS");
-    // net_null advertises IP RSS but not the L3-only modifiers.
-    assert_ne!(setup.rss, RssOutcome::SingleQueue);
-    assert_ne!(setup.rss, RssOutcome::Applied, "{setup:?}");
+    // net_null advertises IP RSS but not the L3-only modifiers: RSS degrades to both addresses.
+    assert_eq!(setup.rss, RssOutcome::L3OnlyUnsupported, "{setup:?}");
+    assert_ne!(setup.rss_hash_fields, 0);
     null1.start().expect("start");
     let q1 = null1.rx_queue(1).expect("rx queue 1");
     drop(q1);
