@@ -35,3 +35,19 @@ fn typo_in_an_enum_value_is_refused() {
     let typo = sample("bng.yaml").replace("vlanMode: qinq", "vlanMode: qnq");
     assert!(serde_yaml_ng::from_str::<Bng>(&typo).is_err());
 }
+
+#[test]
+fn sample_licence_verifies_with_the_lab_key_only() {
+    use k8s_openapi::jiff::Timestamp;
+    use kbng_crds::grant;
+
+    let licence: Licence = serde_yaml_ng::from_str(&sample("licence.yaml")).unwrap();
+    let lab = grant::public_key_from_base64(&sample("lab-licence-public.key")).unwrap();
+    let at: Timestamp = "2026-06-01T00:00:00Z".parse().unwrap();
+    let verdict = grant::evaluate(&licence.spec, &lab, at);
+    assert!(verdict.valid, "{verdict:?}");
+    assert_eq!(verdict.max_sessions, 1000);
+
+    let other = ed25519_dalek::SigningKey::from_bytes(&[7; 32]).verifying_key();
+    assert!(!grant::evaluate(&licence.spec, &other, at).valid);
+}

@@ -1,0 +1,121 @@
+//! `kbngctl licence` end to end: a licence issued with one key verifies with its public key,
+//! is refused under another key, and is refused once expired.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+use std::process::{Command, Output};
+
+fn kbngctl(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kbngctl"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn issue_then_verify_valid_forged_and_expired() {
+    let dir = tempfile::tempdir().unwrap();
+    let seed = dir.path().join("vendor.key");
+    let other_seed = dir.path().join("forger.key");
+    let keygen = kbngctl(&[
+        "licence",
+        "keygen",
+        "--signing-key-out",
+        seed.to_str().unwrap(),
+    ]);
+    assert!(keygen.status.success(), "{keygen:?}");
+    let public = stdout(&keygen).trim().to_string();
+    let forger = kbngctl(&[
+        "licence",
+        "keygen",
+        "--signing-key-out",
+        other_seed.to_str().unwrap(),
+    ]);
+    assert!(forger.status.success());
+
+    let issue = |key: &std::path::Path| {
+        let out = kbngctl(&[
+            "licence",
+            "issue",
+            "--signing-key",
+            key.to_str().unwrap(),
+            "--name",
+            "lab",
+            "--customer",
+            "Lab",
+            "--licence-id",
+            "L-1",
+            "--max-sessions",
+            "500",
+            "--not-before",
+            "2026-01-01T00:00:00Z",
+            "--days",
+            "30",
+        ]);
+        assert!(out.status.success(), "{out:?}");
+        stdout(&out)
+    };
+    let genuine = dir.path().join("genuine.yaml");
+    std::fs::write(&genuine, issue(&seed)).unwrap();
+    let forged = dir.path().join("forged.yaml");
+    std::fs::write(&forged, issue(&other_seed)).unwrap();
+
+    let ok = kbngctl(&[
+        "licence",
+        "verify",
+        "--public-key",
+        &public,
+        "--at",
+        "2026-01-10T00:00:00Z",
+        genuine.to_str().unwrap(),
+    ]);
+    assert!(ok.status.success(), "{ok:?}");
+    assert!(stdout(&ok).contains("maxSessions: 500"));
+    assert!(stdout(&ok).contains("source: licence"));
+    assert!(stdout(&ok).contains("daysRemaining: 21"));
+
+    let bad = kbngctl(&[
+        "licence",
+        "verify",
+        "--public-key",
+        &public,
+        "--at",
+        "2026-01-10T00:00:00Z",
+        forged.to_str().unwrap(),
+    ]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(stdout(&bad).contains("reason: BadSignature"));
+    assert!(stdout(&bad).contains("source: free-baseline"));
+
+    let expired = kbngctl(&[
+        "licence",
+        "verify",
+        "--public-key",
+        &public,
+        "--at",
+        "2026-03-01T00:00:00Z",
+        genuine.to_str().unwrap(),
+    ]);
+    assert_eq!(expired.status.code(), Some(1));
+    assert!(stdout(&expired).contains("reason: Expired"));
+}
+
+#[test]
+fn bad_flag_stops_with_a_message_naming_it() {
+    let out = kbngctl(&["licence", "verify", "--public-key", "AAAA", "--bogus", "x"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--bogus"));
+    let out = kbngctl(&[
+        "licence",
+        "verify",
+        "--public-key",
+        "AAAA",
+        "/nonexistent.yaml",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--public-key"));
+}
