@@ -29,9 +29,13 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod bench;
 pub mod command;
+pub mod config;
 pub mod control;
 pub mod counters;
+pub mod grpc;
+pub mod io;
 pub mod meter;
 pub mod nodes;
 pub mod packet;

@@ -48,7 +48,7 @@ pub struct Control {
 
 impl Control {
     /// Wait (bounded) until every worker's ring has room for `n` commands.
-    pub async fn reserve(&self, n: usize) -> Result<(), ApiError> {
+    pub async fn reserve(&mut self, n: usize) -> Result<(), ApiError> {
         if n > MAX_BATCH {
             return Err(ApiError::invalid(
                 "batch",

@@ -6,6 +6,6 @@ pub mod index;
 pub mod plan;
 pub mod session;
 
-pub use access::AccessTable;
+pub use access::{AccessTable, MAX_GARDEN_RULES, MAX_GATEWAYS};
 pub use plan::{ColourAction, DirPolicy, MeterProfile, MeterState, Plan, PlanTable};
 pub use session::{Session, SessionCounterArray, SessionKey, SessionTable};

@@ -1,0 +1,323 @@
+//! Command line of `kbng-dataplane`, validated once into a [`Config`]. Unknown flags stop the
+//! program with a message naming the flag (clap); every semantic error is reported, not only
+//! the first.
+
+use std::net::Ipv4Addr;
+
+use clap::Parser;
+
+use crate::io::PipelineMode;
+
+/// The kbng dataplane: a DPDK BNG pipeline programmed over gRPC.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "kbng-dataplane", version)]
+pub struct Args {
+    /// Cores: the first runs the control thread (gRPC), the others are workers (at least one).
+    /// Example: `0,1` or `2-5`.
+    #[arg(long)]
+    pub cores: String,
+    /// Access port: a PCI address (`0000:3b:02.1`) or a vdev spec (`net_af_packet0,iface=veth0`).
+    #[arg(long)]
+    pub access: String,
+    /// Uplink port, as `--access`.
+    #[arg(long)]
+    pub uplink: String,
+    /// EAL: run without hugepages.
+    #[arg(long)]
+    pub no_huge: bool,
+    /// EAL: do not scan the PCI bus.
+    #[arg(long)]
+    pub no_pci: bool,
+    /// EAL: no shared config files.
+    #[arg(long)]
+    pub no_shconf: bool,
+    /// EAL: keep no files in hugetlbfs (needs hugepages).
+    #[arg(long)]
+    pub in_memory: bool,
+    /// EAL: memory to reserve, MB.
+    #[arg(short = 'm', long = "memory-mb")]
+    pub memory_mb: Option<u32>,
+    /// Descriptors per rx queue.
+    #[arg(long, default_value_t = 1024)]
+    pub rx_desc: u16,
+    /// Descriptors per tx queue.
+    #[arg(long, default_value_t = 1024)]
+    pub tx_desc: u16,
+    /// Mbufs in the pool (0: sized from queues and descriptors).
+    #[arg(long, default_value_t = 0)]
+    pub mbufs: u32,
+    /// Session table capacity (per worker replica).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub sessions: u32,
+    /// Plan table capacity.
+    #[arg(long, default_value_t = 4096)]
+    pub plans: u16,
+    /// Access MAC override (default: the access port's MAC).
+    #[arg(long)]
+    pub access_mac: Option<String>,
+    /// Uplink MAC override (default: the uplink port's MAC).
+    #[arg(long)]
+    pub uplink_mac: Option<String>,
+    /// MAC of the uplink next hop.
+    #[arg(long)]
+    pub next_hop_mac: String,
+    /// A subscriber gateway address answered by proxy ARP (repeatable; gRPC ConfigureAccess
+    /// replaces the set).
+    #[arg(long = "gateway")]
+    pub gateways: Vec<Ipv4Addr>,
+    /// TPID of the outer tag pushed on double-tagged downstream frames: 0x8100 or 0x88a8.
+    #[arg(long, default_value = "0x8100")]
+    pub outer_tpid: String,
+    /// Punted packets per second and worker (burst: the same number, at least 64).
+    #[arg(long, default_value_t = 10_000)]
+    pub punt_pps: u32,
+    /// gRPC listen address: `unix:/path` or `host:port`.
+    #[arg(long, default_value = "127.0.0.1:50051")]
+    pub grpc_listen: String,
+    /// Which graph the workers run.
+    #[arg(long, value_enum, default_value_t = PipelineMode::Full)]
+    pub mode: PipelineMode,
+    /// Identity reported over gRPC (default: the host name).
+    #[arg(long)]
+    pub dataplane_id: Option<String>,
+    /// Benchmark: pre-install this many synthetic sessions and stamp synthetic subscriber
+    /// frames over received buffers (for `net_null` ports).
+    #[arg(long)]
+    pub bench_sessions: Option<u32>,
+    /// Stop after this many seconds and print worker statistics as JSON (benchmarks).
+    #[arg(long)]
+    pub run_seconds: Option<u64>,
+}
+
+/// Validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The raw arguments.
+    pub args: Args,
+    /// Control core.
+    pub control_core: u32,
+    /// Worker cores.
+    pub worker_cores: Vec<u32>,
+    /// Parsed overrides.
+    pub access_mac: Option<[u8; 6]>,
+    /// Parsed overrides.
+    pub uplink_mac: Option<[u8; 6]>,
+    /// Next hop.
+    pub next_hop_mac: [u8; 6],
+    /// Outer TPID.
+    pub outer_tpid: u16,
+}
+
+fn parse_cores(s: &str) -> Result<Vec<u32>, String> {
+    let mut v = Vec::new();
+    for part in s.split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (u32, u32) = (
+                    a.trim()
+                        .parse()
+                        .map_err(|_| format!("--cores: bad core {a:?}"))?,
+                    b.trim()
+                        .parse()
+                        .map_err(|_| format!("--cores: bad core {b:?}"))?,
+                );
+                if a > b || b - a > 256 {
+                    return Err(format!("--cores: bad range {part:?}"));
+                }
+                v.extend(a..=b);
+            }
+            None => v.push(
+                part.trim()
+                    .parse()
+                    .map_err(|_| format!("--cores: bad core {part:?}"))?,
+            ),
+        }
+    }
+    Ok(v)
+}
+
+fn parse_mac(flag: &str, s: &str) -> Result<[u8; 6], String> {
+    s.parse::<kbng_wire::MacAddr>()
+        .map(|m| m.0)
+        .map_err(|e| format!("{flag}: {s:?} is not a MAC address ({e})"))
+}
+
+impl Config {
+    /// Validate, reporting every problem found.
+    pub fn from_args(args: Args) -> Result<Config, Vec<String>> {
+        let mut errors = Vec::new();
+        let cores = parse_cores(&args.cores).unwrap_or_else(|e| {
+            errors.push(e);
+            Vec::new()
+        });
+        let mut dedup = cores.clone();
+        dedup.sort_unstable();
+        dedup.dedup();
+        if dedup.len() != cores.len() {
+            errors.push("--cores: a core is listed twice".into());
+        }
+        if cores.len() < 2 && !cores.is_empty() {
+            errors.push("--cores: need a control core and at least one worker core".into());
+        }
+        let mut mac = |flag: &str, v: &Option<String>| match v {
+            Some(s) => parse_mac(flag, s).map(Some).unwrap_or_else(|e| {
+                errors.push(e);
+                None
+            }),
+            None => None,
+        };
+        let access_mac = mac("--access-mac", &args.access_mac);
+        let uplink_mac = mac("--uplink-mac", &args.uplink_mac);
+        let next_hop_mac = parse_mac("--next-hop-mac", &args.next_hop_mac).unwrap_or_else(|e| {
+            errors.push(e);
+            [0; 6]
+        });
+        let outer_tpid = match args.outer_tpid.to_ascii_lowercase().as_str() {
+            "0x8100" | "8100" => 0x8100,
+            "0x88a8" | "88a8" => 0x88a8,
+            other => {
+                errors.push(format!(
+                    "--outer-tpid: {other:?} is neither 0x8100 nor 0x88a8"
+                ));
+                0x8100
+            }
+        };
+        if args.sessions == 0 || args.sessions > 16_000_000 {
+            errors.push(format!("--sessions: {} not in 1..=16000000", args.sessions));
+        }
+        if args.plans < 2 {
+            errors.push("--plans: at least 2".into());
+        }
+        if args.access == args.uplink {
+            errors.push("--access and --uplink name the same device".into());
+        }
+        if args.in_memory && args.no_huge {
+            errors.push("--in-memory cannot be combined with --no-huge (EAL)".into());
+        }
+        if let Some(n) = args.bench_sessions {
+            if n > args.sessions {
+                errors.push(format!(
+                    "--bench-sessions {n} > --sessions {}",
+                    args.sessions
+                ));
+            }
+        }
+        if !(args.grpc_listen.starts_with("unix:")
+            || args.grpc_listen.parse::<std::net::SocketAddr>().is_ok())
+        {
+            errors.push(format!(
+                "--grpc-listen: {:?} is neither unix:/path nor host:port",
+                args.grpc_listen
+            ));
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        Ok(Config {
+            control_core: cores[0],
+            worker_cores: cores[1..].to_vec(),
+            access_mac,
+            uplink_mac,
+            next_hop_mac,
+            outer_tpid,
+            args,
+        })
+    }
+
+    /// The EAL arguments: worker cores (the first is EAL's main lcore, which runs worker 0),
+    /// memory options and the two devices.
+    pub fn eal_args(&self) -> Vec<String> {
+        let a = &self.args;
+        let cores: Vec<String> = self.worker_cores.iter().map(u32::to_string).collect();
+        let mut v = vec![
+            "-l".to_owned(),
+            cores.join(","),
+            "--main-lcore".to_owned(),
+            cores[0].clone(),
+        ];
+        for (flag, on) in [
+            ("--no-huge", a.no_huge),
+            ("--no-pci", a.no_pci),
+            ("--no-shconf", a.no_shconf),
+            ("--in-memory", a.in_memory),
+        ] {
+            if on {
+                v.push(flag.to_owned());
+            }
+        }
+        if let Some(m) = a.memory_mb {
+            v.push("-m".to_owned());
+            v.push(m.to_string());
+        }
+        for dev in [&a.access, &a.uplink] {
+            if dev.starts_with("net_") {
+                v.push(format!("--vdev={dev}"));
+            } else {
+                v.push("-a".to_owned());
+                v.push(dev.clone());
+            }
+        }
+        v
+    }
+
+    /// The ethdev name of a device argument (a vdev's name before its options).
+    pub fn port_name(dev: &str) -> &str {
+        dev.split(',').next().unwrap_or(dev)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(extra: &[&str]) -> Result<Args, clap::Error> {
+        let mut v = vec![
+            "kbng-dataplane",
+            "--cores",
+            "0,1",
+            "--access",
+            "net_null0",
+            "--uplink",
+            "net_null1",
+            "--next-hop-mac",
+            "02:00:00:00:00:01",
+        ];
+        v.extend_from_slice(extra);
+        Args::try_parse_from(v)
+    }
+
+    #[test]
+    fn unknown_flag_is_named() {
+        let e = args(&["--sesions", "5"]).unwrap_err();
+        assert!(e.to_string().contains("--sesions"), "{e}");
+    }
+
+    #[test]
+    fn every_error_is_reported() {
+        let a = args(&[
+            "--outer-tpid",
+            "0x9100",
+            "--access-mac",
+            "zz",
+            "--sessions",
+            "0",
+        ])
+        .unwrap();
+        let e = Config::from_args(a).unwrap_err();
+        assert_eq!(e.len(), 3, "{e:?}");
+    }
+
+    #[test]
+    fn eal_args_from_config() {
+        let c = Config::from_args(args(&["--no-huge", "-m", "512"]).unwrap()).unwrap();
+        assert_eq!(c.control_core, 0);
+        assert_eq!(c.worker_cores, vec![1]);
+        let e = c.eal_args();
+        assert!(e.contains(&"--vdev=net_null0".to_owned()));
+        assert!(e.contains(&"--no-huge".to_owned()));
+        assert_eq!(
+            Config::port_name("net_af_packet0,iface=d0"),
+            "net_af_packet0"
+        );
+    }
+}

@@ -1,0 +1,379 @@
+//! The gRPC server of `kbng.dataplane.v1` (`kbng-api`). Runs on the control thread's tokio
+//! runtime: validates, updates the shadow, hands commands to the workers and waits for them.
+//! Every error leaves through `ApiError` (the contract's one mapping to `tonic::Status`).
+
+use std::pin::Pin;
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::Duration;
+
+use kbng_api::ApiError;
+use kbng_api::v1 as pb;
+use kbng_api::v1::dataplane_server::Dataplane;
+use tokio::sync::{Mutex, mpsc};
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::control::Control;
+use crate::control::convert;
+use crate::io::InjectRecord;
+use crate::packet::PortId;
+use crate::punt::{NO_SLOT, PUNT_SNAPLEN, PuntReason, PuntRecord};
+use crate::tables::{MAX_GARDEN_RULES, MAX_GATEWAYS, Plan};
+
+type PuntSender = mpsc::Sender<Result<pb::PuntedFrame, Status>>;
+
+/// Default and maximum page of `ListSessions`.
+pub const PAGE_DEFAULT: usize = 1000;
+/// Maximum page of `ListSessions`.
+pub const PAGE_MAX: usize = 10_000;
+
+/// The service.
+#[derive(Debug, Clone)]
+pub struct DataplaneService {
+    control: Arc<Mutex<Control>>,
+    identity: Arc<pb::Identity>,
+    access_ports: u32,
+    subscriber: Arc<StdMutex<Option<PuntSender>>>,
+    inject: Arc<StdMutex<Option<rtrb::Producer<InjectRecord>>>>,
+}
+
+impl DataplaneService {
+    /// A service over `control`, reporting `identity`; injected frames go to `inject`.
+    pub fn new(
+        control: Arc<Mutex<Control>>,
+        identity: pb::Identity,
+        inject: Option<rtrb::Producer<InjectRecord>>,
+    ) -> Self {
+        Self {
+            control,
+            identity: Arc::new(identity),
+            access_ports: 1,
+            subscriber: Arc::new(StdMutex::new(None)),
+            inject: Arc::new(StdMutex::new(inject)),
+        }
+    }
+
+    /// Forward punted records from the workers' rings to the current Punt stream, forever
+    /// (until the runtime stops). Records with no subscriber are dropped.
+    pub async fn punt_pump(self, mut rings: Vec<rtrb::Consumer<PuntRecord>>) {
+        loop {
+            let mut moved = 0;
+            for ring in &mut rings {
+                while let Ok(rec) = ring.pop() {
+                    moved += 1;
+                    let session_id = if rec.slot == NO_SLOT {
+                        0
+                    } else {
+                        self.control
+                            .lock()
+                            .await
+                            .shadow
+                            .id_of_slot(rec.slot)
+                            .unwrap_or(0)
+                    };
+                    let frame = pb::PuntedFrame {
+                        port: rec.port as u32,
+                        reason: match rec.reason {
+                            PuntReason::Dhcp => pb::PuntReason::Dhcp,
+                            PuntReason::Arp => pb::PuntReason::Arp,
+                            PuntReason::HttpRedirect => pb::PuntReason::PortalHttp,
+                        } as i32,
+                        frame: rec.bytes().to_vec(),
+                        session_id,
+                        worker: u32::from(rec.worker),
+                    };
+                    let tx = self.subscriber.lock().ok().and_then(|s| s.clone());
+                    if let Some(tx) = tx {
+                        if tx.try_send(Ok(frame)).is_err() {
+                            tracing::debug!("punt stream full or closed; frame dropped");
+                        }
+                    }
+                }
+            }
+            if moved == 0 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+    }
+}
+
+fn status(e: ApiError) -> Status {
+    Status::from(e)
+}
+
+#[tonic::async_trait]
+impl Dataplane for DataplaneService {
+    async fn get_identity(
+        &self,
+        _r: Request<pb::GetIdentityRequest>,
+    ) -> Result<Response<pb::Identity>, Status> {
+        let c = self.control.lock().await;
+        let mut id = (*self.identity).clone();
+        id.sessions = c.shadow.len() as u64;
+        id.plans = c.shadow.plan_count() as u32;
+        Ok(Response::new(id))
+    }
+
+    async fn install_plans(
+        &self,
+        r: Request<pb::InstallPlansRequest>,
+    ) -> Result<Response<pb::InstallPlansResponse>, Status> {
+        let req = r.into_inner();
+        let mut c = self.control.lock().await;
+        let hz = c.tsc_hz;
+        let mut plans = Vec::with_capacity(req.plans.len());
+        for (i, p) in req.plans.iter().enumerate() {
+            if p.plan_id == 0 {
+                return Err(status(ApiError::invalid(
+                    format!("plans[{i}].plan_id"),
+                    "must be non-zero",
+                )));
+            }
+            let up = convert::meter(&format!("plans[{i}].upstream"), p.upstream.as_ref(), hz)
+                .map_err(status)?;
+            let down = convert::meter(&format!("plans[{i}].downstream"), p.downstream.as_ref(), hz)
+                .map_err(status)?;
+            plans.push((p.clone(), Plan { up, down }));
+        }
+        c.reserve(plans.len()).await.map_err(status)?;
+        let mut cmds = Vec::new();
+        let n = c.shadow.install_plans(plans, &mut cmds).map_err(status)?;
+        c.commit(&cmds).await.map_err(status)?;
+        Ok(Response::new(pb::InstallPlansResponse { installed: n }))
+    }
+
+    async fn remove_plans(
+        &self,
+        r: Request<pb::RemovePlansRequest>,
+    ) -> Result<Response<pb::RemovePlansResponse>, Status> {
+        let req = r.into_inner();
+        let mut c = self.control.lock().await;
+        c.reserve(req.plan_ids.len()).await.map_err(status)?;
+        let mut cmds = Vec::new();
+        let n = c
+            .shadow
+            .remove_plans(&req.plan_ids, &mut cmds)
+            .map_err(status)?;
+        c.commit(&cmds).await.map_err(status)?;
+        Ok(Response::new(pb::RemovePlansResponse { removed: n }))
+    }
+
+    async fn list_plans(
+        &self,
+        _r: Request<pb::ListPlansRequest>,
+    ) -> Result<Response<pb::ListPlansResponse>, Status> {
+        let c = self.control.lock().await;
+        let plans = c.shadow.plans().map(|p| p.proto.clone()).collect();
+        Ok(Response::new(pb::ListPlansResponse { plans }))
+    }
+
+    async fn configure_access(
+        &self,
+        r: Request<pb::AccessConfig>,
+    ) -> Result<Response<pb::ConfigureAccessResponse>, Status> {
+        let req = r.into_inner();
+        let (gws, rules, redirect) =
+            convert::access(&req, MAX_GATEWAYS, MAX_GARDEN_RULES).map_err(status)?;
+        let mut c = self.control.lock().await;
+        c.reserve(gws.len() + rules.len() + 2)
+            .await
+            .map_err(status)?;
+        let mut cmds = Vec::new();
+        c.shadow.set_access(req, &gws, &rules, redirect, &mut cmds);
+        c.commit(&cmds).await.map_err(status)?;
+        Ok(Response::new(pb::ConfigureAccessResponse {}))
+    }
+
+    async fn install_sessions(
+        &self,
+        r: Request<pb::InstallSessionsRequest>,
+    ) -> Result<Response<pb::InstallSessionsResponse>, Status> {
+        let req = r.into_inner();
+        let specs = req
+            .sessions
+            .iter()
+            .enumerate()
+            .map(|(i, s)| convert::session(&format!("sessions[{i}]"), s, self.access_ports))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(status)?;
+        let mut c = self.control.lock().await;
+        c.reserve(specs.len()).await.map_err(status)?;
+        let mut cmds = Vec::new();
+        let o = c
+            .shadow
+            .install_sessions(&specs, &mut cmds)
+            .map_err(status)?;
+        c.commit(&cmds).await.map_err(status)?;
+        Ok(Response::new(pb::InstallSessionsResponse {
+            created: o.created,
+            unchanged: o.unchanged,
+        }))
+    }
+
+    async fn modify_sessions(
+        &self,
+        r: Request<pb::ModifySessionsRequest>,
+    ) -> Result<Response<pb::ModifySessionsResponse>, Status> {
+        let req = r.into_inner();
+        let mut c = self.control.lock().await;
+        c.reserve(req.changes.len()).await.map_err(status)?;
+        let mut cmds = Vec::new();
+        let n = c
+            .shadow
+            .modify_sessions(&req.changes, &mut cmds)
+            .map_err(status)?;
+        c.commit(&cmds).await.map_err(status)?;
+        Ok(Response::new(pb::ModifySessionsResponse { modified: n }))
+    }
+
+    async fn remove_sessions(
+        &self,
+        r: Request<pb::RemoveSessionsRequest>,
+    ) -> Result<Response<pb::RemoveSessionsResponse>, Status> {
+        let req = r.into_inner();
+        let mut c = self.control.lock().await;
+        c.reserve(req.session_ids.len()).await.map_err(status)?;
+        let mut cmds = Vec::new();
+        let n = c
+            .shadow
+            .remove_sessions(&req.session_ids, &mut cmds)
+            .map_err(status)?;
+        c.commit(&cmds).await.map_err(status)?;
+        Ok(Response::new(pb::RemoveSessionsResponse { removed: n }))
+    }
+
+    async fn list_sessions(
+        &self,
+        r: Request<pb::ListSessionsRequest>,
+    ) -> Result<Response<pb::ListSessionsResponse>, Status> {
+        let req = r.into_inner();
+        let n = match req.page_size as usize {
+            0 => PAGE_DEFAULT,
+            n if n > PAGE_MAX => {
+                return Err(status(ApiError::invalid(
+                    "page_size",
+                    format!("{n} > {PAGE_MAX}"),
+                )));
+            }
+            n => n,
+        };
+        let c = self.control.lock().await;
+        // One more than the page tells whether another page follows.
+        let mut page = c.shadow.page(req.after_session_id, n + 1);
+        let more = page.len() > n;
+        page.truncate(n);
+        let next = if more {
+            page.last().map_or(0, |s| s.id)
+        } else {
+            0
+        };
+        Ok(Response::new(pb::ListSessionsResponse {
+            sessions: page.iter().map(convert::session_to_proto).collect(),
+            next_after_session_id: next,
+        }))
+    }
+
+    async fn get_counters(
+        &self,
+        r: Request<pb::GetCountersRequest>,
+    ) -> Result<Response<pb::GetCountersResponse>, Status> {
+        let req = r.into_inner();
+        let c = self.control.lock().await;
+        let mut sessions = Vec::with_capacity(req.session_ids.len());
+        for id in &req.session_ids {
+            let slot = c
+                .shadow
+                .slot(*id)
+                .ok_or_else(|| status(ApiError::not_found("session", id)))?;
+            let s = c.session_counts(slot);
+            let dir = |d: usize| pb::ColourCounters {
+                green_packets: s.packets[d][0],
+                green_bytes: s.bytes[d][0],
+                yellow_packets: s.packets[d][1],
+                yellow_bytes: s.bytes[d][1],
+                red_packets: s.packets[d][2],
+                red_bytes: s.bytes[d][2],
+                dropped_packets: s.dropped[d],
+            };
+            sessions.push(pb::SessionCounters {
+                session_id: *id,
+                upstream: Some(dir(0)),
+                downstream: Some(dir(1)),
+            });
+        }
+        let nodes = if req.include_nodes {
+            c.node_counts()
+                .into_iter()
+                .map(|(node, reason, value)| pb::NodeCounter {
+                    node: node.to_owned(),
+                    reason: reason.to_owned(),
+                    value,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let workers = if req.include_workers {
+            c.workers
+                .iter()
+                .enumerate()
+                .map(|(i, w)| pb::WorkerCounters {
+                    worker: i as u32,
+                    core: w.core,
+                    rx_packets: w.stats.rx_packets.get(),
+                    tx_packets: w.stats.tx_packets.get(),
+                    rx_bursts: w.stats.rx_bursts.get(),
+                    busy_cycles: w.stats.busy_cycles.get(),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Ok(Response::new(pb::GetCountersResponse {
+            sessions,
+            nodes,
+            workers,
+        }))
+    }
+
+    type PuntStream = Pin<Box<dyn Stream<Item = Result<pb::PuntedFrame, Status>> + Send>>;
+
+    async fn punt(
+        &self,
+        r: Request<Streaming<pb::InjectedFrame>>,
+    ) -> Result<Response<Self::PuntStream>, Status> {
+        let mut inbound = r.into_inner();
+        let (tx, rx) = mpsc::channel(1024);
+        if let Ok(mut s) = self.subscriber.lock() {
+            // A newer stream replaces an older one.
+            *s = Some(tx);
+        }
+        let inject = Arc::clone(&self.inject);
+        tokio::spawn(async move {
+            while let Ok(Some(f)) = inbound.message().await {
+                let port = match f.port {
+                    0 => PortId::Access,
+                    1 => PortId::Uplink,
+                    _ => continue,
+                };
+                if f.frame.len() > PUNT_SNAPLEN || f.frame.len() < 14 {
+                    continue;
+                }
+                let mut rec = InjectRecord {
+                    port,
+                    len: f.frame.len() as u16,
+                    data: [0; PUNT_SNAPLEN],
+                };
+                rec.data[..f.frame.len()].copy_from_slice(&f.frame);
+                if let Ok(mut g) = inject.lock() {
+                    if let Some(p) = g.as_mut() {
+                        let _ = p.push(rec);
+                    }
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
+    }
+}

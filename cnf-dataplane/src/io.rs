@@ -1,0 +1,197 @@
+//! The worker poll loop over DPDK queues (`dpdk-sys`), and `PacketBuf` for `Mbuf`.
+//!
+//! One iteration: read the TSC once, apply queued control commands (bounded), receive a burst
+//! from each port's queue of this worker, run the pipeline, transmit the two tx frames, then
+//! transmit frames the control plane injected (worker 0 only). Nothing here allocates: frames
+//! and bursts are fixed arrays made before the loop.
+//!
+//! RSS: each worker owns rx queue `i` of both ports. The access port hashes on the IPv4
+//! source only and the uplink on the destination only (`RssHash::IpSourceOnly` /
+//! `IpDestinationOnly`), with the same key and table, so a subscriber's upstream and downstream
+//! packets land on the same worker and its policer buckets there see all of its traffic. Every
+//! worker holds every session, so a device that cannot hash that way still forwards correctly;
+//! only policing then splits per worker (start-up reports the RSS outcome).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use dpdk_sys::{Burst, Mbuf, Mempool, RxQueue, TxQueue};
+
+use crate::bench::BenchTraffic;
+use crate::command::CommandReceiver;
+use crate::counters::WorkerStats;
+use crate::packet::{Frame, PacketBuf, Pkt, PortId};
+use crate::pipeline::{Pipeline, Tables};
+use crate::punt::{PUNT_SNAPLEN, PuntRecord};
+
+impl PacketBuf for Mbuf {
+    #[inline(always)]
+    fn data(&self) -> &[u8] {
+        Mbuf::data(self)
+    }
+    #[inline(always)]
+    fn data_mut(&mut self) -> &mut [u8] {
+        Mbuf::data_mut(self)
+    }
+    #[inline(always)]
+    fn prepend(&mut self, n: usize) -> bool {
+        u16::try_from(n)
+            .ok()
+            .and_then(|n| Mbuf::prepend(self, n))
+            .is_some()
+    }
+    #[inline(always)]
+    fn adj(&mut self, n: usize) -> bool {
+        u16::try_from(n).is_ok_and(|n| Mbuf::adj(self, n))
+    }
+}
+
+/// A frame the control plane asks to transmit.
+#[derive(Debug, Clone, Copy)]
+pub struct InjectRecord {
+    /// Port to send on.
+    pub port: PortId,
+    /// Bytes used in `data`.
+    pub len: u16,
+    /// The whole frame.
+    pub data: [u8; PUNT_SNAPLEN],
+}
+
+/// Which graph a worker runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PipelineMode {
+    /// The BNG pipeline.
+    Full,
+    /// No processing: access rx to uplink tx and back (the I/O cost alone, like testpmd io).
+    Empty,
+}
+
+/// The queues one worker owns, indexed by [`PortId`].
+#[derive(Debug)]
+pub struct WorkerQueues {
+    /// Receive queues (access, uplink).
+    pub rx: [RxQueue; 2],
+    /// Transmit queues (access, uplink).
+    pub tx: [TxQueue; 2],
+}
+
+/// Everything one worker owns.
+#[derive(Debug)]
+pub struct Worker {
+    /// Worker index.
+    pub index: u16,
+    /// Tables (the worker's replica).
+    pub tables: Tables,
+    /// The graph.
+    pub pipeline: Pipeline<Mbuf>,
+    /// Control commands.
+    pub commands: CommandReceiver,
+    /// Punted packets to the control thread.
+    pub punt: rtrb::Producer<PuntRecord>,
+    /// Injected frames from the control thread, and the pool to build them in.
+    pub inject: Option<(rtrb::Consumer<InjectRecord>, Arc<Mempool>)>,
+    /// Loop statistics.
+    pub stats: Arc<WorkerStats>,
+    /// Graph choice.
+    pub mode: PipelineMode,
+    /// Benchmark traffic stamping (bench mode only).
+    pub bench: Option<BenchTraffic>,
+}
+
+/// Receive burst size per port and iteration.
+pub const RX_BURST: usize = 32;
+/// Commands applied per iteration at most.
+pub const COMMANDS_PER_ITERATION: usize = 256;
+
+impl Worker {
+    /// Poll until `stop` is set.
+    pub fn run(&mut self, q: &mut WorkerQueues, stop: &AtomicBool) {
+        let mut burst: Burst<RX_BURST> = Burst::new();
+        let mut out: Box<Burst<{ crate::packet::FRAME_SIZE }>> = Box::new(Burst::new());
+        let mut rx: Box<Frame<Mbuf>> = Box::default();
+        let mut tx_a: Box<Frame<Mbuf>> = Box::default();
+        let mut tx_u: Box<Frame<Mbuf>> = Box::default();
+        while !stop.load(Ordering::Relaxed) {
+            let now = dpdk_sys::tsc();
+            self.commands
+                .drain(&mut self.tables, now, COMMANDS_PER_ITERATION);
+            for port in [PortId::Access, PortId::Uplink] {
+                let n = q.rx[port as usize].rx(&mut burst);
+                if n == 0 {
+                    continue;
+                }
+                for mut m in burst.drain() {
+                    if let Some(b) = self.bench.as_mut() {
+                        b.stamp(&mut m, port);
+                    }
+                    // Cannot fail: 2 * RX_BURST <= FRAME_SIZE.
+                    let _ = rx.try_push(Pkt::new(m, port));
+                }
+            }
+            if !rx.is_empty() {
+                self.stats.rx_packets.add(rx.len() as u64);
+                self.stats.rx_bursts.add(1);
+                match self.mode {
+                    PipelineMode::Full => self.pipeline.process(
+                        &mut self.tables,
+                        now,
+                        &mut rx,
+                        &mut tx_a,
+                        &mut tx_u,
+                        &mut self.punt,
+                    ),
+                    PipelineMode::Empty => {
+                        for p in rx.drain(..) {
+                            let _ = match p.meta.rx_port {
+                                PortId::Access => tx_u.try_push(p),
+                                PortId::Uplink => tx_a.try_push(p),
+                            };
+                        }
+                    }
+                }
+                for (frame, port) in [(&mut tx_a, PortId::Access), (&mut tx_u, PortId::Uplink)] {
+                    if frame.is_empty() {
+                        continue;
+                    }
+                    for p in frame.drain(..) {
+                        let _ = out.push(p.buf);
+                    }
+                    let c = q.tx[port as usize].tx(&mut out);
+                    self.stats.tx_packets.add(c.sent as u64);
+                    self.stats.tx_dropped.add(c.dropped as u64);
+                }
+                self.stats
+                    .busy_cycles
+                    .add(dpdk_sys::tsc().saturating_sub(now));
+            }
+            self.inject(q, &mut out);
+        }
+    }
+
+    fn inject(&mut self, q: &mut WorkerQueues, out: &mut Burst<{ crate::packet::FRAME_SIZE }>) {
+        let Some((ring, pool)) = self.inject.as_mut() else {
+            return;
+        };
+        for _ in 0..32 {
+            let Ok(rec) = ring.pop() else {
+                break;
+            };
+            let Some(mut m) = pool.alloc() else {
+                self.stats.tx_dropped.add(1);
+                continue;
+            };
+            let len = usize::from(rec.len).min(PUNT_SNAPLEN);
+            match m.append(len as u16) {
+                Some(b) => b.copy_from_slice(&rec.data[..len]),
+                None => {
+                    self.stats.tx_dropped.add(1);
+                    continue;
+                }
+            }
+            let _ = out.push(m);
+            let c = q.tx[rec.port as usize].tx(out);
+            self.stats.injected.add(c.sent as u64);
+            self.stats.tx_dropped.add(c.dropped as u64);
+        }
+    }
+}

@@ -1,0 +1,502 @@
+//! `kbng-dataplane`: start-up, the control thread (gRPC on tokio) and the workers.
+//!
+//! Threads: the control thread is pinned to the first core of `--cores` and runs the tokio
+//! runtime (gRPC server, punt pump, signals). Worker 0 runs on the main thread, which is EAL's
+//! main lcore (first worker core), so its mempool operations use the per-lcore cache; other
+//! workers are threads pinned to their cores (see the report on `dpdk-sys` for launching them
+//! on EAL lcores).
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use dpdk_sys::{Eal, Mempool, MempoolConfig, Port, PortConfig, RssHash, RssOutcome};
+use kbng_api::v1 as pb;
+use kbng_dataplane::bench::{BenchTraffic, populate};
+use kbng_dataplane::command::{self, Command};
+use kbng_dataplane::config::{Args, Config};
+use kbng_dataplane::control::shadow::Shadow;
+use kbng_dataplane::control::{Control, MAX_BATCH, WorkerView};
+use kbng_dataplane::counters::WorkerStats;
+use kbng_dataplane::grpc::DataplaneService;
+use kbng_dataplane::io::{InjectRecord, Worker, WorkerQueues};
+use kbng_dataplane::meter::SrTcmProfile;
+use kbng_dataplane::nodes::NodeEnv;
+use kbng_dataplane::pipeline::{Pipeline, Tables};
+use kbng_dataplane::punt::PuntRecord;
+use tokio::sync::Mutex;
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let args = Args::parse();
+    let cfg = match Config::from_args(args) {
+        Ok(c) => c,
+        Err(errors) => {
+            for e in errors {
+                eprintln!("kbng-dataplane: {e}");
+            }
+            return ExitCode::from(2);
+        }
+    };
+    match run(cfg) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kbng-dataplane: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+struct PortInfo {
+    port: Port,
+    proto: pb::Port,
+    mac: [u8; 6],
+}
+
+fn open_port(
+    eal: &Eal,
+    dev: &str,
+    index: u32,
+    role: pb::PortRole,
+    cfg: &Config,
+    rss: RssHash,
+    pool: &Arc<Mempool>,
+    warnings: &mut Vec<String>,
+) -> anyhow::Result<PortInfo> {
+    let name = Config::port_name(dev);
+    let mut port = Port::open(eal, name).with_context(|| format!("opening port {name}"))?;
+    let info = port.device_info().context("device info")?;
+    let n = cfg.worker_cores.len() as u16;
+    let setup = port
+        .configure(
+            &PortConfig {
+                rx_queues: n,
+                tx_queues: n,
+                rx_desc: cfg.args.rx_desc,
+                tx_desc: cfg.args.tx_desc,
+                rss,
+                promiscuous: true,
+            },
+            pool,
+        )
+        .with_context(|| format!("configuring port {name}"))?;
+    match setup.rss {
+        RssOutcome::SingleQueue | RssOutcome::Applied => {}
+        other => warnings.push(format!(
+            "port {name}: RSS {other:?}: a subscriber's two directions may be policed on \
+             different workers"
+        )),
+    }
+    port.start()
+        .with_context(|| format!("starting port {name}"))?;
+    let mac = port.mac().context("port MAC")?;
+    let link = port.link().ok();
+    let socket = port.socket_id();
+    Ok(PortInfo {
+        proto: pb::Port {
+            index,
+            role: role as i32,
+            device_name: info.port_name.clone(),
+            bus_address: if info.bus == "pci" {
+                info.device_name.clone()
+            } else {
+                info.bus.clone()
+            },
+            mac: mac.to_vec(),
+            link_up: link.is_some_and(|l| l.up),
+            speed_mbps: link.map_or(0, |l| l.speed_mbps),
+            numa_node: socket.map_or(-1, |s| s as i32),
+            rx_queues: u32::from(n),
+            tx_queues: u32::from(n),
+        },
+        port,
+        mac,
+    })
+}
+
+fn run(cfg: Config) -> anyhow::Result<()> {
+    let eal = Eal::init(&cfg.eal_args()).context("EAL init")?;
+    let hz = eal.tsc_hz();
+    let n_workers = cfg.worker_cores.len();
+    let mut warnings = Vec::new();
+
+    // NUMA: workers and ports should share a node.
+    let worker_sockets: Vec<Option<u32>> = cfg
+        .worker_cores
+        .iter()
+        .map(|c| eal.lcore_socket(*c))
+        .collect();
+    let numa = worker_sockets.first().copied().flatten();
+    let mbufs = if cfg.args.mbufs > 0 {
+        cfg.args.mbufs
+    } else {
+        let per_queue = u32::from(cfg.args.rx_desc) + u32::from(cfg.args.tx_desc) + 512;
+        (2 * n_workers as u32 * per_queue + 4096).next_power_of_two() - 1
+    };
+    let pool = Arc::new(
+        Mempool::new(
+            &eal,
+            &MempoolConfig {
+                socket: numa,
+                ..MempoolConfig::new("kbng_pool", mbufs)
+            },
+        )
+        .context("mempool")?,
+    );
+    let mut access = open_port(
+        &eal,
+        &cfg.args.access,
+        0,
+        pb::PortRole::Access,
+        &cfg,
+        RssHash::IpSourceOnly,
+        &pool,
+        &mut warnings,
+    )?;
+    let mut uplink = open_port(
+        &eal,
+        &cfg.args.uplink,
+        1,
+        pb::PortRole::Uplink,
+        &cfg,
+        RssHash::IpDestinationOnly,
+        &pool,
+        &mut warnings,
+    )?;
+    for p in [&access, &uplink] {
+        for (core, s) in cfg.worker_cores.iter().zip(&worker_sockets) {
+            let ps = p.port.socket_id();
+            if let (Some(ps), Some(ws)) = (ps, *s) {
+                if ps != ws {
+                    warnings.push(format!(
+                        "NUMA MISMATCH: port {} is on node {ps} but worker core {core} is on \
+                         node {ws}: every packet crosses the interconnect",
+                        p.proto.device_name
+                    ));
+                }
+            }
+        }
+    }
+    for w in &warnings {
+        tracing::warn!("{w}");
+        eprintln!("kbng-dataplane: WARNING: {w}");
+    }
+
+    let env = NodeEnv {
+        access_mac: cfg.access_mac.unwrap_or(access.mac),
+        uplink_mac: cfg.uplink_mac.unwrap_or(uplink.mac),
+        next_hop_mac: cfg.next_hop_mac,
+        outer_tpid: cfg.outer_tpid,
+    };
+    let seed = {
+        use std::hash::BuildHasher;
+        std::collections::hash_map::RandomState::new().hash_one(0x6b62_6e67u64)
+    };
+    let punt_burst = u64::from(cfg.args.punt_pps).max(64);
+    let punt_limit = SrTcmProfile::new(hz, u64::from(cfg.args.punt_pps).max(1), punt_burst, 0)
+        .context("punt rate")?;
+    let now = dpdk_sys::tsc();
+
+    // Per-worker state, rings, views.
+    let mut workers = Vec::new();
+    let mut views = Vec::new();
+    let mut punt_rings = Vec::new();
+    let (inject_tx, inject_rx) = rtrb::RingBuffer::<InjectRecord>::new(1024);
+    let mut inject_rx = Some(inject_rx);
+    let initial: Vec<Command> = std::iter::once(Command::AccessBegin)
+        .chain(
+            cfg.args
+                .gateways
+                .iter()
+                .map(|g| Command::AccessGateway(u32::from(*g))),
+        )
+        .chain(std::iter::once(Command::AccessCommit {
+            redirect_http: true,
+        }))
+        .collect();
+    for (i, core) in cfg.worker_cores.iter().enumerate() {
+        let mut tables = Tables::new(
+            cfg.args.sessions as usize,
+            usize::from(cfg.args.plans),
+            seed,
+        );
+        for c in &initial {
+            command::apply(&mut tables, c, now);
+        }
+        if let Some(n) = cfg.args.bench_sessions {
+            populate(&mut tables, n, hz);
+        }
+        let pipeline = Pipeline::new(env.clone(), i as u16, punt_limit, now);
+        let (cmd_tx, cmd_rx) = command::channel(2 * MAX_BATCH);
+        let (punt_tx, punt_rx) = rtrb::RingBuffer::<PuntRecord>::new(1024);
+        punt_rings.push(punt_rx);
+        let stats = Arc::new(WorkerStats::default());
+        views.push(WorkerView {
+            core: *core,
+            commands: cmd_tx,
+            sessions: tables.sessions.counters(),
+            nodes: pipeline.counters(),
+            stats: Arc::clone(&stats),
+        });
+        let bench = cfg
+            .args
+            .bench_sessions
+            .map(|n| BenchTraffic::new(n, env.access_mac, env.uplink_mac, 0x9e37_79b9 + i as u64));
+        workers.push(Worker {
+            index: i as u16,
+            tables,
+            pipeline,
+            commands: cmd_rx,
+            punt: punt_tx,
+            inject: if i == 0 {
+                inject_rx.take().map(|r| (r, Arc::clone(&pool)))
+            } else {
+                None
+            },
+            stats,
+            mode: cfg.args.mode,
+            bench,
+        });
+    }
+    let bytes_per_session = workers.first().map_or(0, |w| {
+        w.tables.sessions.bytes() / w.tables.sessions.capacity()
+    });
+    let mut queues = Vec::new();
+    for q in 0..n_workers as u16 {
+        queues.push(WorkerQueues {
+            rx: [access.port.rx_queue(q)?, uplink.port.rx_queue(q)?],
+            tx: [access.port.tx_queue(q)?, uplink.port.tx_queue(q)?],
+        });
+    }
+
+    let identity = pb::Identity {
+        dataplane_id: cfg.args.dataplane_id.clone().unwrap_or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|s| s.trim().to_owned())
+                .unwrap_or_else(|_| "kbng-dataplane".into())
+        }),
+        version: env!("CARGO_PKG_VERSION").into(),
+        boot_id: seed,
+        started_unix_ns: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as i64),
+        main_core: cfg.control_core,
+        worker_cores: cfg.worker_cores.clone(),
+        numa_node: numa.map_or(-1, |s| s as i32),
+        ports: vec![access.proto.clone(), uplink.proto.clone()],
+        session_capacity: u64::from(cfg.args.sessions),
+        sessions: 0,
+        plans: 0,
+        warnings: warnings.clone(),
+    };
+    let control = Arc::new(Mutex::new(Control {
+        shadow: Shadow::new(cfg.args.sessions, cfg.args.plans),
+        workers: views,
+        tsc_hz: hz,
+    }));
+    let stop = Arc::new(AtomicBool::new(false));
+
+    // Control thread.
+    let control_thread = {
+        let stop = Arc::clone(&stop);
+        let control = Arc::clone(&control);
+        let listen = cfg.args.grpc_listen.clone();
+        let core = cfg.control_core;
+        let run_seconds = cfg.args.run_seconds;
+        std::thread::Builder::new()
+            .name("kbng-control".into())
+            .spawn(move || {
+                if !core_affinity::set_for_current(core_affinity::CoreId { id: core as usize }) {
+                    tracing::warn!("could not pin the control thread to core {core}");
+                }
+                let rt = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(1)
+                    .enable_all()
+                    .build()
+                    .context("tokio runtime")?;
+                let r = rt.block_on(control_main(
+                    control,
+                    identity,
+                    inject_tx,
+                    punt_rings,
+                    listen,
+                    Arc::clone(&stop),
+                    run_seconds,
+                ));
+                stop.store(true, Ordering::Relaxed);
+                r
+            })
+            .context("spawning the control thread")?
+    };
+
+    // Workers 1.. on their own pinned threads; worker 0 here, on EAL's main lcore.
+    let mut handles = Vec::new();
+    let mut workers = workers.into_iter();
+    let mut queues = queues.into_iter();
+    let (Some(mut w0), Some(mut q0)) = (workers.next(), queues.next()) else {
+        bail!("no worker");
+    };
+    for ((mut w, mut q), core) in workers.zip(queues).zip(cfg.worker_cores.iter().skip(1)) {
+        let stop = Arc::clone(&stop);
+        let core = *core as usize;
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("kbng-worker{}", w.index))
+                .spawn(move || {
+                    core_affinity::set_for_current(core_affinity::CoreId { id: core });
+                    w.run(&mut q, &stop);
+                    (w, q)
+                })
+                .context("spawning a worker")?,
+        );
+    }
+    tracing::info!(
+        workers = n_workers,
+        access = %access.proto.device_name,
+        uplink = %uplink.proto.device_name,
+        bytes_per_session,
+        "kbng-dataplane running"
+    );
+    let started = Instant::now();
+    w0.run(&mut q0, &stop);
+    let elapsed = started.elapsed();
+    let mut done = vec![(w0, q0)];
+    for h in handles {
+        if let Ok(x) = h.join() {
+            done.push(x);
+        }
+    }
+    let control_result = control_thread
+        .join()
+        .map_err(|_| anyhow::anyhow!("control thread panicked"))?;
+    if cfg.args.run_seconds.is_some() {
+        print_stats(&done, hz, elapsed, bytes_per_session, &cfg);
+    }
+    // Queues first, then ports (stop and close), then the pool and EAL.
+    drop(done);
+    let _ = access.port.stop();
+    let _ = uplink.port.stop();
+    if let Some(path) = cfg.args.grpc_listen.strip_prefix("unix:") {
+        let _ = std::fs::remove_file(path);
+    }
+    control_result
+}
+
+fn print_stats(
+    done: &[(Worker, WorkerQueues)],
+    hz: u64,
+    elapsed: Duration,
+    bytes_per_session: usize,
+    cfg: &Config,
+) {
+    let workers: Vec<serde_json::Value> = done
+        .iter()
+        .map(|(w, _)| {
+            let s = &w.stats;
+            let nodes: Vec<serde_json::Value> = w
+                .pipeline
+                .counters()
+                .snapshot()
+                .into_iter()
+                .filter(|x| x.2 > 0)
+                .map(|(n, c, v)| serde_json::json!({"node": n, "counter": c, "value": v}))
+                .collect();
+            serde_json::json!({
+                "worker": w.index,
+                "rx_packets": s.rx_packets.get(),
+                "tx_packets": s.tx_packets.get(),
+                "tx_dropped": s.tx_dropped.get(),
+                "rx_bursts": s.rx_bursts.get(),
+                "busy_cycles": s.busy_cycles.get(),
+                "nodes": nodes,
+            })
+        })
+        .collect();
+    let out = serde_json::json!({
+        "tsc_hz": hz,
+        "elapsed_secs": elapsed.as_secs_f64(),
+        "mode": format!("{:?}", cfg.args.mode).to_lowercase(),
+        "bench_sessions": cfg.args.bench_sessions,
+        "session_capacity": cfg.args.sessions,
+        "bytes_per_session_per_worker": bytes_per_session,
+        "workers": workers,
+    });
+    println!("{out}");
+}
+
+async fn control_main(
+    control: Arc<Mutex<Control>>,
+    identity: pb::Identity,
+    inject: rtrb::Producer<InjectRecord>,
+    punt_rings: Vec<rtrb::Consumer<PuntRecord>>,
+    listen: String,
+    stop: Arc<AtomicBool>,
+    run_seconds: Option<u64>,
+) -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let svc = DataplaneService::new(control, identity, Some(inject));
+    tokio::spawn(svc.clone().punt_pump(punt_rings));
+    let stopper = {
+        let stop = Arc::clone(&stop);
+        async move {
+            let mut term = match signal(SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::error!("SIGTERM handler: {e}");
+                    return;
+                }
+            };
+            let deadline = async {
+                match run_seconds {
+                    Some(s) => tokio::time::sleep(Duration::from_secs(s)).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+                _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: shutting down"),
+                _ = deadline => {},
+            }
+            stop.store(true, Ordering::Relaxed);
+        }
+    };
+    let shutdown = {
+        let stop = Arc::clone(&stop);
+        async move {
+            while !stop.load(Ordering::Relaxed) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    tokio::spawn(stopper);
+    let server = tonic::transport::Server::builder()
+        .add_service(pb::dataplane_server::DataplaneServer::new(svc));
+    if let Some(path) = listen.strip_prefix("unix:") {
+        let _ = std::fs::remove_file(path);
+        let l = tokio::net::UnixListener::bind(path).with_context(|| format!("binding {path}"))?;
+        tracing::info!("gRPC on unix:{path}");
+        server
+            .serve_with_incoming_shutdown(
+                tokio_stream::wrappers::UnixListenerStream::new(l),
+                shutdown,
+            )
+            .await
+            .context("gRPC server")?;
+    } else {
+        let addr: std::net::SocketAddr = listen.parse().context("--grpc-listen")?;
+        tracing::info!("gRPC on {addr}");
+        server
+            .serve_with_shutdown(addr, shutdown)
+            .await
+            .context("gRPC server")?;
+    }
+    Ok(())
+}
