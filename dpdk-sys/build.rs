@@ -22,6 +22,7 @@ fn main() {
     println!("cargo:rerun-if-changed=shim/shim.c");
     println!("cargo:rerun-if-changed=shim/shim.h");
     println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");
+    println!("cargo:rerun-if-env-changed=PKG_CONFIG");
 
     let lib = match pkg_config::Config::new()
         .atleast_version(MIN_VERSION)

@@ -106,9 +106,9 @@ impl Mbuf {
         usize::from(unsafe { ffi::kbng_pktmbuf_tailroom(self.ptr.as_ptr()) })
     }
 
-    /// Grows the data by `n` bytes at the front (`rte_pktmbuf_prepend`) and returns them,
-    /// uninitialised contents aside (they hold whatever the buffer held). `None`, and no
-    /// change, when the headroom is smaller than `n`.
+    /// Grows the data by `n` bytes at the front (`rte_pktmbuf_prepend`) and returns them; they
+    /// hold whatever the buffer held before, so write all of them. `None`, and no change, when
+    /// the headroom is smaller than `n`.
     #[inline]
     pub fn prepend(&mut self, n: u16) -> Option<&mut [u8]> {
         // SAFETY: ptr is a valid, exclusively owned mbuf; the callee checks n against the
@@ -132,7 +132,8 @@ impl Mbuf {
     }
 
     /// Grows the data by `n` bytes at the end of the last segment (`rte_pktmbuf_append`) and
-    /// returns them. `None`, and no change, when the tailroom is smaller than `n`.
+    /// returns them (old buffer contents: write all of them). `None`, and no change, when the
+    /// tailroom is smaller than `n`.
     #[inline]
     pub fn append(&mut self, n: u16) -> Option<&mut [u8]> {
         // SAFETY: ptr is a valid, exclusively owned mbuf; the callee checks n against the
