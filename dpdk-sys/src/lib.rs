@@ -56,6 +56,7 @@ mod mbuf;
 mod mempool;
 pub mod meter;
 mod port;
+mod queue;
 
 pub use eal::{Eal, ThreadRegistration, lcore_id, register_thread, socket_id, tsc, tsc_hz};
 pub use error::DpdkError;
@@ -63,8 +64,8 @@ pub use mbuf::{Burst, Drain, MAX_BURST, Mbuf};
 pub use mempool::{DEFAULT_DATA_ROOM, Mempool, MempoolConfig};
 pub use port::{
     DeviceInfo, Link, MAX_QUEUES, Port, PortConfig, PortSetup, PortStats, RssHash, RssOutcome,
-    RxQueue, TxCount, TxQueue,
 };
+pub use queue::{RxQueue, TxCount, TxQueue};
 
 /// Raw bindgen output for the allowlisted DPDK API and the `kbng_*` shim functions. Everything
 /// here is `unsafe` to call; prefer the safe wrappers.

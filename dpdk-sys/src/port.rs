@@ -1,5 +1,5 @@
-//! Ethernet ports: find, configure (queues, descriptors, RSS), start/stop, query; and the
-//! per-queue handles through which packets are received and sent.
+//! Ethernet ports: find, configure (queues, descriptors, RSS), start/stop, query. Packets move
+//! through the per-queue handles of `queue.rs`.
 
 use std::collections::BTreeSet;
 use std::ffi::{CStr, CString, c_char};
@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use crate::eal::{Eal, live_object_created, live_object_released};
 use crate::error::DpdkError;
 use crate::ffi;
-use crate::mbuf::Burst;
 use crate::mempool::Mempool;
+use crate::queue::{RxQueue, TxQueue};
 
 /// Ports opened by a `Port` value in this process (one owner per port id).
 static OPEN_PORTS: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
@@ -156,17 +156,18 @@ pub struct DeviceInfo {
     pub rss_hash_capa: u64,
 }
 
+/// Port state shared with the queue handles.
 #[derive(Debug)]
-struct PortShared {
-    id: u16,
+pub(crate) struct PortShared {
+    pub(crate) id: u16,
     rx_queues: u16,
     tx_queues: u16,
     configured: bool,
     started: bool,
     /// Rx queues refill from this pool: keep it alive as long as the port may use it.
     pool: Option<Arc<Mempool>>,
-    rx_taken: AtomicU64,
-    tx_taken: AtomicU64,
+    pub(crate) rx_taken: AtomicU64,
+    pub(crate) tx_taken: AtomicU64,
 }
 
 impl Drop for PortShared {
@@ -528,20 +529,14 @@ impl Port {
     /// queue at a time; it returns to the port when dropped. The port must be started.
     pub fn rx_queue(&self, queue: u16) -> Result<RxQueue, DpdkError> {
         self.take_queue("rx", queue, self.shared.rx_queues, &self.shared.rx_taken)?;
-        Ok(RxQueue {
-            shared: Arc::clone(&self.shared),
-            queue,
-        })
+        Ok(RxQueue::new(Arc::clone(&self.shared), queue))
     }
 
     /// Takes the handle of tx queue `queue`: the only way to send on it (see
     /// [`rx_queue`](Port::rx_queue)).
     pub fn tx_queue(&self, queue: u16) -> Result<TxQueue, DpdkError> {
         self.take_queue("tx", queue, self.shared.tx_queues, &self.shared.tx_taken)?;
-        Ok(TxQueue {
-            shared: Arc::clone(&self.shared),
-            queue,
-        })
+        Ok(TxQueue::new(Arc::clone(&self.shared), queue))
     }
 
     fn take_queue(
@@ -568,104 +563,6 @@ impl Port {
             return Err(err("its handle is already taken"));
         }
         Ok(())
-    }
-}
-
-/// Receive side of one queue of a started port. `Send`: move it to the worker that polls it.
-#[derive(Debug)]
-pub struct RxQueue {
-    shared: Arc<PortShared>,
-    queue: u16,
-}
-
-impl RxQueue {
-    /// Receives into the free slots of `burst` (`rte_eth_rx_burst`); returns how many mbufs
-    /// were added.
-    #[inline]
-    pub fn rx<const N: usize>(&mut self, burst: &mut Burst<N>) -> usize {
-        let (slots, free) = burst.free_slots();
-        let free = u16::try_from(free).expect("Burst capacity is at most MAX_BURST");
-        // SAFETY: the port is started and stays so while this handle exists (stop and
-        // configure need all handles dropped); this handle is the only one for (port, queue)
-        // and &mut self keeps its use on one thread; slots points at `free` writable slots.
-        let n = unsafe { ffi::kbng_eth_rx_burst(self.shared.id, self.queue, slots, free) };
-        // SAFETY: the driver wrote n <= free owned, direct mbufs (refcnt 1) into the slots.
-        unsafe { burst.assume_filled(usize::from(n)) };
-        usize::from(n)
-    }
-
-    /// Port id.
-    pub fn port(&self) -> u16 {
-        self.shared.id
-    }
-
-    /// Queue id.
-    pub fn queue(&self) -> u16 {
-        self.queue
-    }
-}
-
-impl Drop for RxQueue {
-    fn drop(&mut self) {
-        self.shared
-            .rx_taken
-            .fetch_and(!(1u64 << self.queue), Ordering::AcqRel);
-    }
-}
-
-/// What [`TxQueue::tx`] did with a burst.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct TxCount {
-    /// Mbufs handed to the driver.
-    pub sent: usize,
-    /// Mbufs the driver did not take (queue full); they were freed.
-    pub dropped: usize,
-}
-
-/// Transmit side of one queue of a started port. `Send`: move it to the worker that uses it.
-#[derive(Debug)]
-pub struct TxQueue {
-    shared: Arc<PortShared>,
-    queue: u16,
-}
-
-impl TxQueue {
-    /// Sends the whole burst (`rte_eth_tx_burst`). The burst is empty afterwards: mbufs the
-    /// driver did not take are freed (one bulk free) and counted in [`TxCount::dropped`], like
-    /// testpmd's io mode without retry. Retrying is the caller's choice: call `tx` on a smaller
-    /// burst.
-    #[inline]
-    pub fn tx<const N: usize>(&mut self, burst: &mut Burst<N>) -> TxCount {
-        let (slots, len) = burst.filled_slots();
-        if len == 0 {
-            return TxCount::default();
-        }
-        let len16 = u16::try_from(len).expect("Burst capacity is at most MAX_BURST");
-        // SAFETY: the port is started while this handle exists and this handle is the only one
-        // for (port, queue), used from one thread (&mut self); slots holds len owned mbufs.
-        let sent = unsafe { ffi::kbng_eth_tx_burst(self.shared.id, self.queue, slots, len16) };
-        let sent = usize::from(sent);
-        // SAFETY: the driver now owns the first `sent` mbufs; the burst still owns the rest.
-        let dropped = unsafe { burst.consume_sent(sent) };
-        TxCount { sent, dropped }
-    }
-
-    /// Port id.
-    pub fn port(&self) -> u16 {
-        self.shared.id
-    }
-
-    /// Queue id.
-    pub fn queue(&self) -> u16 {
-        self.queue
-    }
-}
-
-impl Drop for TxQueue {
-    fn drop(&mut self) {
-        self.shared
-            .tx_taken
-            .fetch_and(!(1u64 << self.queue), Ordering::AcqRel);
     }
 }
 
