@@ -1,0 +1,965 @@
+//! The engine: every subscriber's session, the pools, admission, pacing and local AAA, driven
+//! by punted DHCP frames, ticks and operator commands, and answering with [`Output`]s that the
+//! adapters carry out. Pure and single-owner: one task owns it, so nothing here locks.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::net::Ipv4Addr;
+
+use kbng_wire::DhcpMessageType;
+use kbng_wire::MacAddr as WireMac;
+use serde::{Deserialize, Serialize};
+
+use super::aaa::{Authorization, Identity, SubscriberStore};
+use super::dhcp::{self, Inbound, LeaseParams, RequestKind};
+use super::licence::{Admission, Admit, Cap};
+use super::pacing::{Pacer, PacingConfig};
+use super::pool::{PoolConfig, Pools};
+use super::session::{self, Action, EndReason, Event, Grant, NS_PER_SEC, State};
+use super::{Line, MacAddr, SessionId};
+
+/// What to do with subscribers the AAA does not know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum UnknownPolicy {
+    Captive,
+    Reject,
+}
+
+/// The engine's validated configuration.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    pub pools: Vec<PoolConfig>,
+    /// Plan name → dataplane plan id.
+    pub plans: HashMap<String, u32>,
+    pub default_plan: u32,
+    /// Plan id given to unknown (captive) subscribers.
+    pub captive_plan: u32,
+    pub unknown: UnknownPolicy,
+    pub option82_identity: bool,
+    /// Authorization by RADIUS: the engine emits [`Output::Authorize`] and waits.
+    pub external_auth: bool,
+    pub pacing: PacingConfig,
+    /// Sessions (any state) one line (port + VLANs) may hold: bounds starvation attacks.
+    pub max_sessions_per_line: u32,
+    pub quarantine_secs: u64,
+    /// At most one re-sent OFFER per session per this many ns (DISCOVER storms).
+    pub reoffer_interval_ns: u64,
+}
+
+/// How a subscriber is recognised across messages.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SubscriberKey {
+    Mac {
+        line: Line,
+        mac: MacAddr,
+    },
+    Opt82 {
+        dataplane: u32,
+        circuit_id: Option<Vec<u8>>,
+        remote_id: Option<Vec<u8>>,
+    },
+}
+
+/// One subscriber's session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Session {
+    pub id: SessionId,
+    pub key: SubscriberKey,
+    pub line: Line,
+    pub mac: MacAddr,
+    pub circuit_id: Option<Vec<u8>>,
+    pub remote_id: Option<Vec<u8>>,
+    pub created_ns: u64,
+    pub state: State,
+    /// The request to answer next (not persisted).
+    #[serde(skip)]
+    pub pending: Option<Inbound>,
+    #[serde(skip)]
+    pub last_offer_ns: u64,
+}
+
+/// A session as a dataplane holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DpSession {
+    pub id: SessionId,
+    pub port: u32,
+    pub outer_vlan: u16,
+    pub inner_vlan: u16,
+    pub mac: MacAddr,
+    pub ip: Ipv4Addr,
+    pub plan_id: u32,
+    pub captive: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProgramOp {
+    Install(DpSession),
+    Modify {
+        id: SessionId,
+        plan_id: u32,
+        captive: bool,
+    },
+    Remove(SessionId),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum AcctKind {
+    Start,
+    Stop,
+}
+
+/// What the adapters must do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Output {
+    Inject {
+        dataplane: u32,
+        port: u32,
+        frame: Vec<u8>,
+    },
+    Program {
+        dataplane: u32,
+        op: ProgramOp,
+    },
+    Authorize {
+        id: SessionId,
+        identity: Identity,
+    },
+    Accounting {
+        id: SessionId,
+        kind: AcctKind,
+        ip: Option<Ipv4Addr>,
+        mac: MacAddr,
+        reason: Option<EndReason>,
+    },
+    Persist(Box<Session>),
+    Forget(SessionId),
+    Changed {
+        id: SessionId,
+        state: &'static str,
+    },
+}
+
+/// The engine.
+#[derive(Debug)]
+pub struct Engine {
+    cfg: EngineConfig,
+    pools: Pools,
+    params: Vec<LeaseParams>,
+    server_ids: Vec<Ipv4Addr>,
+    pub subscribers: SubscriberStore,
+    admission: Admission,
+    pacer: Pacer<SubscriberKey, (Line, Inbound)>,
+    sessions: BTreeMap<SessionId, Session>,
+    by_key: HashMap<SubscriberKey, SessionId>,
+    per_line: HashMap<Line, u32>,
+    timers: BTreeSet<(u64, SessionId)>,
+    quarantine: VecDeque<(u64, Ipv4Addr)>,
+    sticky: HashMap<SubscriberKey, Ipv4Addr>,
+    port_macs: HashMap<(u32, u32), WireMac>,
+    next_id: SessionId,
+    counters: BTreeMap<&'static str, u64>,
+}
+
+const STICKY_MAX: usize = 1 << 20;
+const FALLBACK_MAC: WireMac = WireMac([0x02, 0x6b, 0x62, 0x6e, 0x67, 0x01]);
+
+impl Engine {
+    pub fn new(
+        cfg: EngineConfig,
+        cap: Cap,
+        now_ns: u64,
+    ) -> Result<Engine, Vec<super::pool::PoolError>> {
+        let pools = Pools::new(cfg.pools.clone())?;
+        let params: Vec<LeaseParams> = cfg
+            .pools
+            .iter()
+            .map(|p| LeaseParams {
+                server_id: p.gateway,
+                subnet_mask: Ipv4Addr::from(if p.prefix_len == 0 {
+                    0
+                } else {
+                    u32::MAX << (32 - p.prefix_len)
+                }),
+                router: p.gateway,
+                dns: p.dns.clone(),
+                lease_secs: p.lease_secs,
+            })
+            .collect();
+        let server_ids = params.iter().map(|p| p.server_id).collect();
+        Ok(Engine {
+            pacer: Pacer::new(cfg.pacing, now_ns),
+            cfg,
+            pools,
+            params,
+            server_ids,
+            subscribers: SubscriberStore::default(),
+            admission: Admission::new(cap),
+            sessions: BTreeMap::new(),
+            by_key: HashMap::new(),
+            per_line: HashMap::new(),
+            timers: BTreeSet::new(),
+            quarantine: VecDeque::new(),
+            sticky: HashMap::new(),
+            port_macs: HashMap::new(),
+            next_id: 1,
+            counters: BTreeMap::new(),
+        })
+    }
+
+    fn count(&mut self, what: &'static str) {
+        *self.counters.entry(what).or_default() += 1;
+    }
+
+    pub fn counters(&self) -> Vec<(&'static str, u64)> {
+        let mut v: Vec<_> = self.counters.iter().map(|(k, v)| (*k, *v)).collect();
+        v.push(("pacing dropped", self.pacer.dropped));
+        v.push(("pacing replaced", self.pacer.replaced));
+        v.push(("pacing queued", self.pacer.queued() as u64));
+        v
+    }
+
+    pub fn cap(&self) -> &Cap {
+        self.admission.cap()
+    }
+
+    pub fn admission_counts(&self) -> (usize, usize) {
+        (self.admission.active(), self.admission.waiting())
+    }
+
+    pub fn next_id(&self) -> SessionId {
+        self.next_id
+    }
+
+    pub fn set_port_mac(&mut self, dataplane: u32, port: u32, mac: MacAddr) {
+        self.port_macs.insert((dataplane, port), WireMac(mac));
+    }
+
+    /// Gateways (address, prefix length) the dataplanes must answer ARP for.
+    pub fn gateways(&self) -> Vec<(Ipv4Addr, u8)> {
+        self.cfg
+            .pools
+            .iter()
+            .map(|p| (p.gateway, p.prefix_len))
+            .collect()
+    }
+
+    pub fn sessions_len(&self) -> usize {
+        self.sessions.len()
+    }
+
+    pub fn session(&self, id: SessionId) -> Option<&Session> {
+        self.sessions.get(&id)
+    }
+
+    /// Sessions with id > `after`, in id order, at most `limit`, matching `filter`.
+    pub fn list<'a>(
+        &'a self,
+        after: SessionId,
+        limit: usize,
+        filter: impl Fn(&Session) -> bool + 'a,
+    ) -> impl Iterator<Item = &'a Session> + 'a {
+        self.sessions
+            .range(after.saturating_add(1)..)
+            .map(|(_, s)| s)
+            .filter(move |s| filter(s))
+            .take(limit)
+    }
+
+    /// What `dataplane` should hold: every bound session of its lines.
+    pub fn desired(&self, dataplane: u32) -> Vec<DpSession> {
+        self.sessions
+            .values()
+            .filter(|s| s.line.dataplane == dataplane)
+            .filter_map(dp_session)
+            .collect()
+    }
+
+    /// Rebuild from the store: bound sessions only, with their original timestamps. Leases
+    /// that ran out while the control was down expire at the next tick.
+    pub fn restore(&mut self, sessions: Vec<Session>, next_id: SessionId) -> Vec<String> {
+        let mut problems = Vec::new();
+        self.next_id = self.next_id.max(next_id);
+        for s in sessions {
+            let Some((lease, grant)) = s.state.bound() else {
+                problems.push(format!(
+                    "session {} stored in state {}",
+                    s.id,
+                    s.state.name()
+                ));
+                continue;
+            };
+            if self.pools.allocate_specific(lease.ip).is_none() {
+                problems.push(format!(
+                    "session {}: address {} not free in the pools",
+                    s.id, lease.ip
+                ));
+                continue;
+            }
+            match grant {
+                Grant::Active { .. } => self.admission.restore_active(s.id),
+                Grant::Captive { over_cap: true, .. } => {
+                    self.admission.admit(s.id);
+                }
+                Grant::Captive { .. } => {}
+            }
+            self.next_id = self.next_id.max(s.id + 1);
+            self.by_key.insert(s.key.clone(), s.id);
+            *self.per_line.entry(s.line).or_default() += 1;
+            if let Some(d) = s.state.next_deadline_ns() {
+                self.timers.insert((d, s.id));
+            }
+            self.sessions.insert(s.id, s);
+        }
+        problems
+    }
+
+    fn identity_of(&self, inb: &Inbound) -> Identity {
+        let info = inb.msg.relay_agent_info.as_ref();
+        Identity {
+            mac: inb.msg.chaddr.0,
+            circuit_id: info.and_then(|i| i.circuit_id.clone()),
+            remote_id: info.and_then(|i| i.remote_id.clone()),
+        }
+    }
+
+    fn key_of(&self, line: Line, inb: &Inbound) -> SubscriberKey {
+        let id = self.identity_of(inb);
+        if self.cfg.option82_identity && (id.circuit_id.is_some() || id.remote_id.is_some()) {
+            SubscriberKey::Opt82 {
+                dataplane: line.dataplane,
+                circuit_id: id.circuit_id,
+                remote_id: id.remote_id,
+            }
+        } else {
+            SubscriberKey::Mac {
+                line,
+                mac: inb.msg.chaddr.0,
+            }
+        }
+    }
+
+    /// A DHCP frame punted by `dataplane` on access `port`.
+    pub fn handle_dhcp(
+        &mut self,
+        dataplane: u32,
+        port: u32,
+        frame: &[u8],
+        now_ns: u64,
+    ) -> Vec<Output> {
+        let inb = match dhcp::parse_frame(frame) {
+            Ok(i) => i,
+            Err(d) => {
+                self.count(d.as_str());
+                return vec![];
+            }
+        };
+        let line = Line {
+            dataplane,
+            port,
+            outer_vlan: inb.l2.outer_vid().unwrap_or(0),
+            inner_vlan: inb.l2.inner_vid().unwrap_or(0),
+        };
+        let key = self.key_of(line, &inb);
+        let existing = self.by_key.get(&key).copied();
+        let mut out = Vec::new();
+        match inb.msg.message_type {
+            DhcpMessageType::Discover => {
+                self.count("DISCOVER");
+                match existing {
+                    Some(id) => self.discover_existing(id, inb, now_ns, &mut out),
+                    None => {
+                        // Checked before pacing, so one line's flood spends no tokens.
+                        if self.per_line.get(&line).copied().unwrap_or(0)
+                            >= self.cfg.max_sessions_per_line
+                        {
+                            self.count("line session limit");
+                            return out;
+                        }
+                        if let Some((line, inb)) = self.pacer.offer(key, (line, inb), now_ns) {
+                            self.create(line, inb, None, now_ns, &mut out);
+                        }
+                    }
+                }
+            }
+            DhcpMessageType::Request => {
+                self.count("REQUEST");
+                let kind = dhcp::classify_request(&inb.msg, &self.server_ids);
+                self.request(existing, kind, line, inb, now_ns, &mut out);
+            }
+            DhcpMessageType::Release => {
+                self.count("RELEASE");
+                match existing {
+                    Some(id) if self.session_ip(id) == Some(inb.msg.ciaddr) => {
+                        self.event(id, Event::Release, now_ns, &mut out)
+                    }
+                    _ => self.count("RELEASE for no lease"),
+                }
+            }
+            DhcpMessageType::Decline => {
+                self.count("DECLINE");
+                match existing {
+                    Some(id) if self.session_ip(id) == inb.msg.requested_ip => {
+                        self.event(id, Event::Decline, now_ns, &mut out)
+                    }
+                    _ => self.count("DECLINE for no lease"),
+                }
+            }
+            DhcpMessageType::Inform => {
+                self.count("INFORM");
+                // RFC 2131 §4.3.5: answer with configuration, no address and no lease.
+                if let Some(p) = self.pools.pool_of(inb.msg.ciaddr) {
+                    self.reply(
+                        &inb,
+                        line,
+                        DhcpMessageType::Ack,
+                        Ipv4Addr::UNSPECIFIED,
+                        p,
+                        &mut out,
+                    );
+                } else {
+                    self.count("INFORM from outside the pools");
+                }
+            }
+            _ => self.count("server message from a client"),
+        }
+        out
+    }
+
+    fn session_ip(&self, id: SessionId) -> Option<Ipv4Addr> {
+        self.sessions.get(&id).and_then(|s| s.state.ip())
+    }
+
+    fn discover_existing(
+        &mut self,
+        id: SessionId,
+        inb: Inbound,
+        now_ns: u64,
+        out: &mut Vec<Output>,
+    ) {
+        let Some(s) = self.sessions.get_mut(&id) else {
+            return;
+        };
+        if now_ns < s.last_offer_ns.saturating_add(self.cfg.reoffer_interval_ns)
+            && !matches!(s.state, State::Discovering { .. })
+        {
+            self.count("DISCOVER storm suppressed");
+            return;
+        }
+        let xid = inb.msg.xid;
+        s.pending = Some(inb);
+        self.event(id, Event::Discover { xid }, now_ns, out);
+    }
+
+    fn request(
+        &mut self,
+        existing: Option<SessionId>,
+        kind: RequestKind,
+        line: Line,
+        inb: Inbound,
+        now_ns: u64,
+        out: &mut Vec<Output>,
+    ) {
+        let xid = inb.msg.xid;
+        let (ip, ours) = match kind {
+            RequestKind::Selecting { ip, ours } => (ip, ours),
+            RequestKind::InitReboot { ip } | RequestKind::Renewing { ip } => (ip, true),
+            RequestKind::Invalid => {
+                self.count("REQUEST without address");
+                return;
+            }
+        };
+        if let Some(id) = existing {
+            if let Some(s) = self.sessions.get_mut(&id) {
+                s.pending = Some(inb);
+            }
+            let ev = Event::Request {
+                xid,
+                ip,
+                server_matches: ours,
+            };
+            self.event(id, ev, now_ns, out);
+            return;
+        }
+        if !ours {
+            return; // Another server's client.
+        }
+        // No session: we lost it (restart before the store commit) or never had it. Adopt the
+        // address if it is ours and free, else NAK so the client starts over.
+        let Some(p) = self.pools.pool_of(ip) else {
+            self.count("NAK: address not ours");
+            self.reply(
+                &inb,
+                line,
+                DhcpMessageType::Nak,
+                Ipv4Addr::UNSPECIFIED,
+                0,
+                out,
+            );
+            return;
+        };
+        if self.pools.is_allocated(ip) {
+            self.count("NAK: address taken");
+            self.reply(
+                &inb,
+                line,
+                DhcpMessageType::Nak,
+                Ipv4Addr::UNSPECIFIED,
+                p,
+                out,
+            );
+            return;
+        }
+        self.create(line, inb, Some(ip), now_ns, out);
+    }
+
+    /// A new session for a paced DISCOVER (`adopt` = None) or an adopted REQUEST.
+    fn create(
+        &mut self,
+        line: Line,
+        inb: Inbound,
+        adopt: Option<Ipv4Addr>,
+        now_ns: u64,
+        out: &mut Vec<Output>,
+    ) {
+        let key = self.key_of(line, &inb);
+        if self.by_key.contains_key(&key) {
+            // A paced DISCOVER whose subscriber got a session meanwhile.
+            return;
+        }
+        let n = self.per_line.get(&line).copied().unwrap_or(0);
+        if n >= self.cfg.max_sessions_per_line {
+            self.count("line session limit");
+            return;
+        }
+        let ip = match adopt {
+            Some(ip) => self.pools.allocate_specific(ip).map(|_| ip),
+            None => {
+                let prefer = self.sticky.get(&key).copied();
+                self.pools.allocate(prefer).map(|(_, ip)| ip)
+            }
+        };
+        let Some(ip) = ip else {
+            self.count("pool exhausted");
+            return;
+        };
+        let id = self.next_id;
+        self.next_id += 1;
+        let identity = self.identity_of(&inb);
+        let xid = inb.msg.xid;
+        let state = match adopt {
+            Some(_) => State::Authenticating {
+                xid,
+                ip,
+                since_ns: now_ns,
+            },
+            None => State::Discovering {
+                xid,
+                ip,
+                since_ns: now_ns,
+            },
+        };
+        let s = Session {
+            id,
+            key: key.clone(),
+            line,
+            mac: identity.mac,
+            circuit_id: identity.circuit_id.clone(),
+            remote_id: identity.remote_id.clone(),
+            created_ns: now_ns,
+            state,
+            pending: Some(inb),
+            last_offer_ns: 0,
+        };
+        self.count("sessions created");
+        self.by_key.insert(key, id);
+        *self.per_line.entry(line).or_default() += 1;
+        self.sessions.insert(id, s);
+        self.changed(id, out);
+        self.schedule(id);
+        if self.cfg.external_auth {
+            out.push(Output::Authorize { id, identity });
+        } else {
+            let grant = self.authorize_local(id, &identity);
+            self.event(id, Event::Authorized(grant), now_ns, out);
+        }
+    }
+
+    fn authorize_local(&mut self, id: SessionId, identity: &Identity) -> Option<Grant> {
+        let auth = self
+            .subscribers
+            .lookup(identity, self.cfg.option82_identity);
+        let plan = match auth {
+            Authorization::Known(plan) => plan,
+            Authorization::Unknown => {
+                return match self.cfg.unknown {
+                    UnknownPolicy::Captive => Some(Grant::Captive {
+                        plan_id: self.cfg.captive_plan,
+                        over_cap: false,
+                    }),
+                    UnknownPolicy::Reject => None,
+                };
+            }
+        };
+        self.grant_for(id, plan.as_deref())
+    }
+
+    /// Admission of a known subscriber with plan name `plan` (`None` = default).
+    fn grant_for(&mut self, id: SessionId, plan: Option<&str>) -> Option<Grant> {
+        let plan_id = match plan {
+            None => self.cfg.default_plan,
+            Some(name) => match self.cfg.plans.get(name) {
+                Some(p) => *p,
+                None => {
+                    self.count("unknown plan name");
+                    self.cfg.default_plan
+                }
+            },
+        };
+        Some(match self.admission.admit(id) {
+            Admit::Active => Grant::Active { plan_id },
+            Admit::Captive => {
+                self.count("admitted captive over cap");
+                Grant::Captive {
+                    plan_id,
+                    over_cap: true,
+                }
+            }
+        })
+    }
+
+    /// The answer of an external AAA: `Ok(plan)` accepted with plan name, `Err(())` rejected.
+    pub fn auth_result(
+        &mut self,
+        id: SessionId,
+        result: Result<Option<String>, ()>,
+        now_ns: u64,
+    ) -> Vec<Output> {
+        let mut out = Vec::new();
+        if !self.sessions.contains_key(&id) {
+            return out;
+        }
+        let grant = match result {
+            Ok(plan) => self.grant_for(id, plan.as_deref()),
+            Err(()) => match self.cfg.unknown {
+                UnknownPolicy::Captive => Some(Grant::Captive {
+                    plan_id: self.cfg.captive_plan,
+                    over_cap: false,
+                }),
+                UnknownPolicy::Reject => None,
+            },
+        };
+        self.event(id, Event::Authorized(grant), now_ns, &mut out);
+        out
+    }
+
+    fn schedule(&mut self, id: SessionId) {
+        if let Some(d) = self
+            .sessions
+            .get(&id)
+            .and_then(|s| s.state.next_deadline_ns())
+        {
+            self.timers.insert((d, id));
+        }
+    }
+
+    fn changed(&self, id: SessionId, out: &mut Vec<Output>) {
+        if let Some(s) = self.sessions.get(&id) {
+            out.push(Output::Changed {
+                id,
+                state: s.state.name(),
+            });
+        }
+    }
+
+    fn lease_secs_for(&self, ip: Option<Ipv4Addr>) -> (usize, u32) {
+        let p = ip.and_then(|ip| self.pools.pool_of(ip)).unwrap_or(0);
+        (p, self.params.get(p).map(|p| p.lease_secs).unwrap_or(3600))
+    }
+
+    /// Feed one event to a session and carry out its actions.
+    fn event(&mut self, id: SessionId, ev: Event, now_ns: u64, out: &mut Vec<Output>) {
+        let Some(s) = self.sessions.get_mut(&id) else {
+            return;
+        };
+        let before = s.state.name();
+        let old_state = s.state.clone();
+        let ip = old_state.ip();
+        let (pool, lease_secs) = self.lease_secs_for(ip);
+        let Some(s) = self.sessions.get_mut(&id) else {
+            return;
+        };
+        let (next, actions) = session::step(old_state, ev, now_ns, lease_secs);
+        s.state = next;
+        let after = s.state.name();
+        for a in actions {
+            self.act(id, a, pool, now_ns, out);
+        }
+        if before != after {
+            self.changed(id, out);
+        }
+        let terminal = self
+            .sessions
+            .get(&id)
+            .is_some_and(|s| s.state.is_terminal());
+        let ending = self
+            .sessions
+            .get(&id)
+            .is_some_and(|s| matches!(s.state, State::Releasing { .. } | State::Expired { .. }));
+        if ending {
+            for p in self.admission.release(id) {
+                self.event(p, Event::Promote, now_ns, out);
+            }
+        }
+        if terminal {
+            self.drop_session(id);
+        } else {
+            self.schedule(id);
+        }
+    }
+
+    fn drop_session(&mut self, id: SessionId) {
+        if let Some(s) = self.sessions.remove(&id) {
+            if self.by_key.get(&s.key) == Some(&id) {
+                self.by_key.remove(&s.key);
+            }
+            if let Some(n) = self.per_line.get_mut(&s.line) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    self.per_line.remove(&s.line);
+                }
+            }
+        }
+    }
+
+    fn act(&mut self, id: SessionId, a: Action, pool: usize, now_ns: u64, out: &mut Vec<Output>) {
+        let Some(s) = self.sessions.get_mut(&id) else {
+            return;
+        };
+        let dataplane = s.line.dataplane;
+        match a {
+            Action::Authorize => {
+                let identity = Identity {
+                    mac: s.mac,
+                    circuit_id: s.circuit_id.clone(),
+                    remote_id: s.remote_id.clone(),
+                };
+                out.push(Output::Authorize { id, identity });
+            }
+            Action::SendOffer { .. } | Action::SendAck { .. } | Action::SendNak { .. } => {
+                let (kind, yi) = match a {
+                    Action::SendOffer { ip, .. } => {
+                        s.last_offer_ns = now_ns;
+                        (DhcpMessageType::Offer, ip)
+                    }
+                    Action::SendAck { ip, .. } => (DhcpMessageType::Ack, ip),
+                    _ => (DhcpMessageType::Nak, Ipv4Addr::UNSPECIFIED),
+                };
+                let line = s.line;
+                if let Some(inb) = s.pending.take() {
+                    self.reply(&inb, line, kind, yi, pool, out);
+                }
+            }
+            Action::Install { .. } | Action::Modify { .. } => {
+                let Some(dp) = dp_session(s) else {
+                    return;
+                };
+                let op = if matches!(a, Action::Install { .. }) {
+                    ProgramOp::Install(dp)
+                } else {
+                    ProgramOp::Modify {
+                        id,
+                        plan_id: dp.plan_id,
+                        captive: dp.captive,
+                    }
+                };
+                out.push(Output::Program { dataplane, op });
+            }
+            Action::Remove => out.push(Output::Program {
+                dataplane,
+                op: ProgramOp::Remove(id),
+            }),
+            Action::FreeAddress { ip, quarantine } => {
+                let key = s.key.clone();
+                if quarantine {
+                    self.count("addresses quarantined");
+                    self.quarantine
+                        .push_back((now_ns + self.cfg.quarantine_secs * NS_PER_SEC, ip));
+                } else {
+                    self.pools.release(ip);
+                    if self.sticky.len() >= STICKY_MAX {
+                        self.sticky.clear();
+                    }
+                    self.sticky.insert(key, ip);
+                }
+            }
+            Action::AccountingStart | Action::AccountingStop { .. } => {
+                let reason = match a {
+                    Action::AccountingStop { reason } => Some(reason),
+                    _ => None,
+                };
+                out.push(Output::Accounting {
+                    id,
+                    kind: if reason.is_some() {
+                        AcctKind::Stop
+                    } else {
+                        AcctKind::Start
+                    },
+                    ip: s.state.ip(),
+                    mac: s.mac,
+                    reason,
+                });
+            }
+            Action::Persist => out.push(Output::Persist(Box::new(s.clone()))),
+            Action::Forget => out.push(Output::Forget(id)),
+        }
+    }
+
+    fn reply(
+        &mut self,
+        inb: &Inbound,
+        line: Line,
+        kind: DhcpMessageType,
+        yiaddr: Ipv4Addr,
+        pool: usize,
+        out: &mut Vec<Output>,
+    ) {
+        let Some(params) = self.params.get(pool) else {
+            return;
+        };
+        let mac = self
+            .port_macs
+            .get(&(line.dataplane, line.port))
+            .copied()
+            .unwrap_or(FALLBACK_MAC);
+        match dhcp::build_reply(inb, kind, yiaddr, params, mac) {
+            Ok(frame) => {
+                self.count(match kind {
+                    DhcpMessageType::Offer => "OFFER sent",
+                    DhcpMessageType::Ack => "ACK sent",
+                    _ => "NAK sent",
+                });
+                out.push(Output::Inject {
+                    dataplane: line.dataplane,
+                    port: line.port,
+                    frame,
+                });
+            }
+            Err(_) => self.count("reply could not be built"),
+        }
+    }
+
+    /// Time passed: paced DISCOVERs whose turn came, deadlines, quarantine.
+    pub fn tick(&mut self, now_ns: u64) -> Vec<Output> {
+        let mut out = Vec::new();
+        for (line, inb) in self.pacer.due(now_ns) {
+            self.create(line, inb, None, now_ns, &mut out);
+        }
+        while let Some(&(t, id)) = self.timers.first() {
+            if t > now_ns {
+                break;
+            }
+            self.timers.pop_first();
+            self.event(id, Event::Tick, now_ns, &mut out);
+        }
+        while let Some(&(t, ip)) = self.quarantine.front() {
+            if t > now_ns {
+                break;
+            }
+            self.quarantine.pop_front();
+            self.pools.release(ip);
+        }
+        out
+    }
+
+    /// The dataplane confirmed a removal.
+    pub fn removed(&mut self, id: SessionId, now_ns: u64) -> Vec<Output> {
+        let mut out = Vec::new();
+        self.event(id, Event::Removed, now_ns, &mut out);
+        out
+    }
+
+    /// Operator or CoA Disconnect.
+    pub fn disconnect(&mut self, id: SessionId, now_ns: u64) -> Option<Vec<Output>> {
+        self.sessions.contains_key(&id).then(|| {
+            let mut out = Vec::new();
+            self.event(id, Event::Disconnect, now_ns, &mut out);
+            out
+        })
+    }
+
+    /// CoA: a new plan by name.
+    pub fn change_plan(
+        &mut self,
+        id: SessionId,
+        plan: &str,
+        now_ns: u64,
+    ) -> Result<Vec<Output>, String> {
+        let plan_id = *self
+            .cfg
+            .plans
+            .get(plan)
+            .ok_or_else(|| format!("unknown plan {plan:?}"))?;
+        if !self.sessions.contains_key(&id) {
+            return Err(format!("no session {id}"));
+        }
+        let mut out = Vec::new();
+        self.event(id, Event::PlanChanged { plan_id }, now_ns, &mut out);
+        Ok(out)
+    }
+
+    /// Disconnect up to `max` sessions (drain); returns the outputs and how many remain.
+    pub fn drain(&mut self, max: usize, now_ns: u64) -> (Vec<Output>, usize) {
+        let ids: Vec<SessionId> = self
+            .sessions
+            .values()
+            .filter(|s| !matches!(s.state, State::Releasing { .. }))
+            .map(|s| s.id)
+            .take(max)
+            .collect();
+        let mut out = Vec::new();
+        for id in ids {
+            self.event(id, Event::Disconnect, now_ns, &mut out);
+        }
+        let remaining = self.sessions.len();
+        (out, remaining)
+    }
+
+    /// A new licence cap; promotes waiting captive sessions if it was raised.
+    pub fn set_cap(&mut self, cap: Cap, now_ns: u64) -> Vec<Output> {
+        let mut out = Vec::new();
+        for id in self.admission.set_cap(cap) {
+            self.event(id, Event::Promote, now_ns, &mut out);
+        }
+        out
+    }
+
+    /// Find a session by address or MAC (CoA identification).
+    pub fn find(&self, ip: Option<Ipv4Addr>, mac: Option<MacAddr>) -> Option<SessionId> {
+        self.sessions
+            .values()
+            .find(|s| {
+                ip.is_none_or(|ip| s.state.ip() == Some(ip)) && mac.is_none_or(|m| s.mac == m)
+            })
+            .map(|s| s.id)
+    }
+}
+
+/// The dataplane form of a bound session.
+pub fn dp_session(s: &Session) -> Option<DpSession> {
+    let (lease, grant) = s.state.bound()?;
+    Some(DpSession {
+        id: s.id,
+        port: s.line.port,
+        outer_vlan: s.line.outer_vlan,
+        inner_vlan: s.line.inner_vlan,
+        mac: s.mac,
+        ip: lease.ip,
+        plan_id: grant.plan_id(),
+        captive: grant.captive(),
+    })
+}
+
+#[cfg(test)]
+#[path = "engine_tests.rs"]
+mod tests;

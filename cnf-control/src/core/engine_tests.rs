@@ -1,0 +1,385 @@
+//! Script tests of the engine: frames and ticks in, outputs out.
+
+use super::*;
+use crate::core::dhcp::tests::client_frame;
+use crate::core::licence::CapSource;
+use kbng_wire::{DhcpOp, DhcpRepr, Ipv4Packet, UdpPacket, parse_l2};
+
+const S: u64 = NS_PER_SEC;
+
+fn cap(n: u64) -> Cap {
+    Cap {
+        max_sessions: n,
+        source: CapSource::FreeBaseline {
+            reason: "test".into(),
+        },
+    }
+}
+
+fn engine(cap_n: u64, unknown: UnknownPolicy) -> Engine {
+    let cfg = EngineConfig {
+        pools: vec![PoolConfig {
+            name: "p".into(),
+            network: Ipv4Addr::new(100, 64, 0, 0),
+            prefix_len: 24,
+            gateway: Ipv4Addr::new(100, 64, 0, 1),
+            lease_secs: 600,
+            dns: vec![Ipv4Addr::new(192, 0, 2, 53)],
+            exclusions: vec![(Ipv4Addr::new(100, 64, 0, 2), 31)],
+        }],
+        plans: HashMap::from([("gold".into(), 10), ("silver".into(), 11)]),
+        default_plan: 10,
+        captive_plan: 1,
+        unknown,
+        option82_identity: false,
+        external_auth: false,
+        pacing: PacingConfig {
+            rate_per_sec: 1000,
+            burst: 100,
+            queue: 1000,
+        },
+        max_sessions_per_line: 8,
+        quarantine_secs: 60,
+        reoffer_interval_ns: S / 2,
+    };
+    let mut e = Engine::new(cfg, cap(cap_n), 0).unwrap();
+    e.subscribers
+        .import_csv("02:00:00:00:00:01,,,gold\n02:00:00:00:00:02,,,silver\n02:00:00:00:00:03,,,\n")
+        .unwrap();
+    e
+}
+
+fn mac(n: u8) -> kbng_wire::MacAddr {
+    kbng_wire::MacAddr([2, 0, 0, 0, 0, n])
+}
+
+fn msg(t: DhcpMessageType, m: u8, xid: u32) -> DhcpRepr {
+    DhcpRepr::new(DhcpOp::BootRequest, t, xid, mac(m))
+}
+
+/// The DHCP replies among outputs, parsed.
+fn replies(out: &[Output]) -> Vec<DhcpRepr> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::Inject { frame, .. } => {
+                let l2 = parse_l2(frame).unwrap();
+                let ip = Ipv4Packet::new_checked(&frame[l2.l3_offset()..]).unwrap();
+                let udp = UdpPacket::new_checked(ip.payload()).unwrap();
+                Some(DhcpRepr::parse(udp.payload()).unwrap())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn programs(out: &[Output]) -> Vec<ProgramOp> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::Program { op, .. } => Some(op.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Full DORA for MAC `m` at `t` seconds; returns the address and the ACK's outputs.
+fn dora(e: &mut Engine, m: u8, t: u64) -> (Ipv4Addr, Vec<Output>) {
+    let out = e.handle_dhcp(
+        0,
+        0,
+        &client_frame(&msg(DhcpMessageType::Discover, m, 1), None),
+        t * S,
+    );
+    let offer = replies(&out).pop().expect("an OFFER");
+    assert_eq!(offer.message_type, DhcpMessageType::Offer);
+    let mut r = msg(DhcpMessageType::Request, m, 2);
+    r.requested_ip = Some(offer.yiaddr);
+    r.server_id = offer.server_id;
+    let out = e.handle_dhcp(0, 0, &client_frame(&r, None), t * S);
+    let ack = replies(&out).pop().expect("an ACK");
+    assert_eq!(ack.message_type, DhcpMessageType::Ack);
+    assert_eq!(ack.yiaddr, offer.yiaddr);
+    (ack.yiaddr, out)
+}
+
+#[test]
+fn dora_installs_and_persists_with_the_plan() {
+    let mut e = engine(10, UnknownPolicy::Captive);
+    let (ip, out) = dora(&mut e, 1, 1);
+    assert_eq!(ip, Ipv4Addr::new(100, 64, 0, 4), "exclusion .2/31 skipped");
+    let p = programs(&out);
+    assert!(matches!(
+        p[..],
+        [ProgramOp::Install(DpSession {
+            plan_id: 10,
+            captive: false,
+            ..
+        })]
+    ));
+    assert!(out.iter().any(|o| matches!(o, Output::Persist(_))));
+    assert_eq!(e.desired(0).len(), 1);
+}
+
+#[test]
+fn renewal_expiry_and_reclaim() {
+    let mut e = engine(10, UnknownPolicy::Captive);
+    let (ip, _) = dora(&mut e, 1, 0);
+    // Renew at T1 (300 s) by unicast with ciaddr.
+    let mut r = msg(DhcpMessageType::Request, 1, 3);
+    r.ciaddr = ip;
+    let out = e.handle_dhcp(0, 0, &client_frame(&r, None), 300 * S);
+    assert_eq!(replies(&out)[0].message_type, DhcpMessageType::Ack);
+    assert!(programs(&out).is_empty(), "a renewal reprograms nothing");
+    // No further renewal: renewing at 600, rebinding at 825, expired at 900.
+    assert!(e.tick(599 * S).is_empty());
+    e.tick(600 * S);
+    assert_eq!(e.session(1).unwrap().state.name(), "renewing");
+    let out = e.tick(900 * S);
+    assert_eq!(programs(&out), vec![ProgramOp::Remove(1)]);
+    assert_eq!(e.sessions_len(), 0);
+    // Reclaimed, and the same subscriber gets the same address back.
+    let (again, _) = dora(&mut e, 1, 901);
+    assert_eq!(again, ip);
+}
+
+#[test]
+fn release_removes_after_the_dataplane_confirms() {
+    let mut e = engine(10, UnknownPolicy::Captive);
+    let (ip, _) = dora(&mut e, 1, 0);
+    let mut r = msg(DhcpMessageType::Release, 1, 4);
+    r.ciaddr = ip;
+    let out = e.handle_dhcp(0, 0, &client_frame(&r, None), 10 * S);
+    assert_eq!(programs(&out), vec![ProgramOp::Remove(1)]);
+    assert!(out.contains(&Output::Forget(1)));
+    assert_eq!(e.session(1).unwrap().state.name(), "releasing");
+    assert!(e.desired(0).is_empty(), "no longer wanted in the dataplane");
+    e.removed(1, 11 * S);
+    assert_eq!(e.sessions_len(), 0);
+}
+
+#[test]
+fn decline_quarantines_then_returns_the_address() {
+    let mut e = engine(10, UnknownPolicy::Captive);
+    let (ip, _) = dora(&mut e, 1, 0);
+    let mut d = msg(DhcpMessageType::Decline, 1, 5);
+    d.requested_ip = Some(ip);
+    let out = e.handle_dhcp(0, 0, &client_frame(&d, None), S);
+    assert_eq!(programs(&out), vec![ProgramOp::Remove(1)]);
+    let (next, _) = dora(&mut e, 1, 2);
+    assert_ne!(next, ip, "quarantined");
+    e.tick(62 * S);
+    assert!(!e.pools.is_allocated(ip), "back after the quarantine");
+}
+
+#[test]
+fn cap_reached_captive_then_promoted_on_release_and_on_raise() {
+    let mut e = engine(1, UnknownPolicy::Captive);
+    let (ip1, _) = dora(&mut e, 1, 0);
+    let (_, out) = dora(&mut e, 2, 0);
+    assert!(
+        matches!(
+            programs(&out)[..],
+            [ProgramOp::Install(DpSession {
+                plan_id: 11,
+                captive: true,
+                ..
+            })]
+        ),
+        "subscriber N+1 is captive with its own plan kept for promotion"
+    );
+    let (_, out) = dora(&mut e, 3, 0);
+    assert!(matches!(
+        programs(&out)[..],
+        [ProgramOp::Install(DpSession { captive: true, .. })]
+    ));
+    // Subscriber 1 leaves: 2 (the oldest waiting) is promoted in place.
+    let mut r = msg(DhcpMessageType::Release, 1, 4);
+    r.ciaddr = ip1;
+    let out = e.handle_dhcp(0, 0, &client_frame(&r, None), S);
+    assert_eq!(
+        programs(&out),
+        vec![
+            ProgramOp::Remove(1),
+            ProgramOp::Modify {
+                id: 2,
+                plan_id: 11,
+                captive: false
+            }
+        ]
+    );
+    // The cap is raised: 3 is promoted.
+    let out = e.set_cap(cap(5), 2 * S);
+    assert_eq!(
+        programs(&out),
+        vec![ProgramOp::Modify {
+            id: 3,
+            plan_id: 10,
+            captive: false
+        }]
+    );
+    assert_eq!(e.admission_counts(), (2, 0));
+}
+
+#[test]
+fn unknown_subscribers_captive_or_rejected() {
+    let mut e = engine(10, UnknownPolicy::Captive);
+    let (_, out) = dora(&mut e, 9, 0);
+    assert!(matches!(
+        programs(&out)[..],
+        [ProgramOp::Install(DpSession {
+            plan_id: 1,
+            captive: true,
+            ..
+        })]
+    ));
+    let mut e = engine(10, UnknownPolicy::Reject);
+    let out = e.handle_dhcp(
+        0,
+        0,
+        &client_frame(&msg(DhcpMessageType::Discover, 9, 1), None),
+        0,
+    );
+    assert!(replies(&out).is_empty());
+    assert_eq!(e.sessions_len(), 0);
+}
+
+#[test]
+fn plan_changed_by_coa_modifies_in_place() {
+    let mut e = engine(10, UnknownPolicy::Captive);
+    dora(&mut e, 1, 0);
+    let out = e.change_plan(1, "silver", S).unwrap();
+    assert_eq!(
+        programs(&out),
+        vec![ProgramOp::Modify {
+            id: 1,
+            plan_id: 11,
+            captive: false
+        }]
+    );
+    assert!(e.change_plan(1, "platinum", S).is_err());
+}
+
+#[test]
+fn discover_storm_from_one_mac_is_suppressed() {
+    let mut e = engine(10, UnknownPolicy::Captive);
+    let f = client_frame(&msg(DhcpMessageType::Discover, 1, 1), None);
+    let mut offers = 0;
+    for i in 0..1000u64 {
+        offers += replies(&e.handle_dhcp(0, 0, &f, i * S / 1000)).len();
+    }
+    assert_eq!(offers, 2, "one at 0 s, one re-offer after 0.5 s");
+    assert_eq!(e.sessions_len(), 1);
+    assert!(e.counters().contains(&("DISCOVER storm suppressed", 998)));
+}
+
+#[test]
+fn random_mac_starvation_is_bounded_per_line() {
+    let mut e = engine(1000, UnknownPolicy::Captive);
+    let attacker = Some((100, 0));
+    for i in 0..200u32 {
+        let b = i.to_be_bytes();
+        let m = DhcpRepr::new(
+            DhcpOp::BootRequest,
+            DhcpMessageType::Discover,
+            i,
+            kbng_wire::MacAddr([0x0a, 0xff, b[0], b[1], b[2], b[3]]),
+        );
+        e.handle_dhcp(0, 0, &client_frame(&m, attacker), 0);
+    }
+    e.tick(S);
+    assert_eq!(e.sessions_len(), 8, "max_sessions_per_line");
+    assert!(e.counters().contains(&("line session limit", 192)));
+    // Another line is served.
+    dora(&mut e, 1, 1);
+}
+
+#[test]
+fn malformed_frames_are_counted() {
+    let mut e = engine(10, UnknownPolicy::Captive);
+    let good = client_frame(&msg(DhcpMessageType::Discover, 1, 1), None);
+    e.handle_dhcp(0, 0, &good[..60], 0);
+    let mut bad = good.clone();
+    bad[14 + 28 + 236] = 0;
+    e.handle_dhcp(0, 0, &bad, 0);
+    e.handle_dhcp(0, 0, &[], 0);
+    let c = e.counters();
+    assert!(c.contains(&("bad IPv4 header", 1)), "{c:?}");
+    assert!(c.contains(&("bad magic cookie", 1)), "{c:?}");
+    assert!(c.contains(&("bad ethernet header", 1)), "{c:?}");
+    assert_eq!(e.sessions_len(), 0);
+}
+
+#[test]
+fn pacing_queues_the_rush_and_completes_it_on_ticks() {
+    let mut e = engine(10_000, UnknownPolicy::Captive);
+    let mut offers = 0;
+    for i in 0..240u32 {
+        let b = i.to_be_bytes();
+        let m = DhcpRepr::new(
+            DhcpOp::BootRequest,
+            DhcpMessageType::Discover,
+            i,
+            kbng_wire::MacAddr([0x0a, 0, b[0], b[1], b[2], b[3]]),
+        );
+        // Each on its own line so the per-line bound does not apply.
+        offers += replies(&e.handle_dhcp(0, i, &client_frame(&m, None), 0)).len();
+    }
+    assert_eq!(offers, 100, "the burst");
+    offers += replies(&e.tick(S / 10)).len();
+    assert_eq!(offers, 200, "1000/s for 0.1 s");
+    offers += replies(&e.tick(S)).len();
+    assert_eq!(offers, 240, "the /24 has 251 usable addresses");
+}
+
+#[test]
+fn init_reboot_after_lost_state_is_adopted_and_wrong_address_nakked() {
+    let mut e = engine(10, UnknownPolicy::Captive);
+    let mut r = msg(DhcpMessageType::Request, 1, 7);
+    r.requested_ip = Some(Ipv4Addr::new(100, 64, 0, 50));
+    let out = e.handle_dhcp(0, 0, &client_frame(&r, None), 0);
+    assert_eq!(replies(&out)[0].yiaddr, Ipv4Addr::new(100, 64, 0, 50));
+    assert_eq!(e.session(1).unwrap().state.name(), "active");
+    r.requested_ip = Some(Ipv4Addr::new(10, 9, 9, 9));
+    let mut r2 = r.clone();
+    r2.chaddr = mac(2);
+    let out = e.handle_dhcp(0, 0, &client_frame(&r2, None), 0);
+    assert_eq!(replies(&out)[0].message_type, DhcpMessageType::Nak);
+}
+
+#[test]
+fn restore_keeps_timestamps_and_addresses() {
+    let mut e = engine(10, UnknownPolicy::Captive);
+    dora(&mut e, 1, 5);
+    dora(&mut e, 2, 6);
+    let stored: Vec<Session> = e.list(0, 100, |_| true).cloned().collect();
+    let mut e2 = engine(10, UnknownPolicy::Captive);
+    assert!(e2.restore(stored.clone(), e.next_id()).is_empty());
+    let again: Vec<Session> = e2.list(0, 100, |_| true).cloned().collect();
+    let json = |v: &[Session]| serde_json::to_string(v).unwrap();
+    assert_eq!(json(&stored), json(&again));
+    assert_eq!(e2.desired(0), e.desired(0));
+    // Restored addresses are not handed out again; new ids do not collide.
+    let (ip, _) = dora(&mut e2, 3, 7);
+    assert!(stored.iter().all(|s| s.state.ip() != Some(ip)));
+    assert_eq!(e2.session(3).unwrap().mac, mac(3).0);
+    // The JSON form round-trips (what the store writes).
+    let j = serde_json::to_string(&stored[0]).unwrap();
+    let back: Session = serde_json::from_str(&j).unwrap();
+    assert_eq!(serde_json::to_string(&back).unwrap(), j);
+}
+
+#[test]
+fn drain_brings_sessions_to_zero() {
+    let mut e = engine(10, UnknownPolicy::Captive);
+    for m in 1..=3 {
+        dora(&mut e, m, 0);
+    }
+    let (out, remaining) = e.drain(2, S);
+    assert_eq!(programs(&out).len(), 2);
+    assert_eq!(remaining, 3, "two releasing, one bound");
+    let (out, _) = e.drain(10, S);
+    assert_eq!(programs(&out), vec![ProgramOp::Remove(3)]);
+    for id in 1..=3 {
+        e.removed(id, 2 * S);
+    }
+    assert_eq!(e.sessions_len(), 0);
+}

@@ -1,0 +1,26 @@
+//! The pure core: no tokio, tonic or kube. Time is injected as Unix nanoseconds.
+
+pub mod aaa;
+pub mod dhcp;
+pub mod engine;
+pub mod licence;
+pub mod pacing;
+pub mod pool;
+pub mod session;
+
+use serde::{Deserialize, Serialize};
+
+/// A session id, chosen by the control plane, stable for the session's life, never reused.
+pub type SessionId = u64;
+
+/// A MAC address as bytes (serialisable; `kbng_wire::MacAddr` at the wire edge).
+pub type MacAddr = [u8; 6];
+
+/// Where a subscriber sits: dataplane, access port and VLAN tags (0 = none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Line {
+    pub dataplane: u32,
+    pub port: u32,
+    pub outer_vlan: u16,
+    pub inner_vlan: u16,
+}
