@@ -1,0 +1,163 @@
+//! Metrics recorded by kbng-control and kbng-operator: synchronous instruments, called from
+//! control tasks (never from a packet path).
+
+use std::time::Duration;
+
+use opentelemetry::KeyValue;
+use opentelemetry::metrics::{Gauge, Histogram, Meter};
+
+use super::labels::{AaaBackend, AaaResult, Outcome, PlanLabels, SessionState};
+
+/// Latency buckets (seconds) for DORA, AAA, programming and reconciles: 1 ms to 10 s.
+const LATENCY_BUCKETS_SECS: [f64; 14] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+/// Sessions per programming batch.
+const BATCH_BUCKETS: [f64; 12] = [
+    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 4096.0,
+];
+
+pub(super) fn latency(
+    meter: &Meter,
+    name: &'static str,
+    description: &'static str,
+) -> Histogram<f64> {
+    meter
+        .f64_histogram(name)
+        .with_unit("s")
+        .with_description(description)
+        .with_boundaries(LATENCY_BUCKETS_SECS.to_vec())
+        .build()
+}
+
+/// kbng-control's instruments. Cheap to clone; clones share the instruments.
+#[derive(Debug, Clone)]
+pub struct ControlMetrics {
+    sessions: Gauge<u64>,
+    dora: Histogram<f64>,
+    aaa: Histogram<f64>,
+    batch_size: Histogram<u64>,
+    programming: Histogram<f64>,
+    licence_limit: Gauge<u64>,
+    licence_usage: Gauge<u64>,
+    plans: PlanLabels,
+}
+
+impl ControlMetrics {
+    /// Creates the instruments on `meter` (normally `guard.meter()`).
+    pub fn new(meter: &Meter) -> Self {
+        Self {
+            sessions: meter
+                .u64_gauge("kbng.sessions")
+                .with_unit("{session}")
+                .with_description("Subscriber sessions by state and plan.")
+                .build(),
+            dora: latency(
+                meter,
+                "kbng.dhcp.dora.duration",
+                "Time from DHCPDISCOVER to DHCPACK for a new session.",
+            ),
+            aaa: latency(
+                meter,
+                "kbng.aaa.duration",
+                "Time to an AAA decision, by backend and result.",
+            ),
+            batch_size: meter
+                .u64_histogram("kbng.programming.batch.size")
+                .with_unit("{session}")
+                .with_description("Sessions per dataplane programming batch.")
+                .with_boundaries(BATCH_BUCKETS.to_vec())
+                .build(),
+            programming: latency(
+                meter,
+                "kbng.programming.duration",
+                "Time for a dataplane to acknowledge a programming batch.",
+            ),
+            licence_limit: meter
+                .u64_gauge("kbng.licence.sessions.limit")
+                .with_unit("{session}")
+                .with_description("Sessions the licence allows.")
+                .build(),
+            licence_usage: meter
+                .u64_gauge("kbng.licence.sessions.usage")
+                .with_unit("{session}")
+                .with_description("Sessions counted against the licence cap.")
+                .build(),
+            plans: PlanLabels::default(),
+        }
+    }
+
+    /// Sets the number of sessions in `state` on `plan`. Report every (state, plan) pair
+    /// the control knows of, zeros included, so that a drained pair drops to 0.
+    pub fn set_sessions(&self, state: SessionState, plan: &str, count: u64) {
+        self.sessions.record(
+            count,
+            &[
+                KeyValue::new("state", state.as_str()),
+                KeyValue::new("plan", self.plans.label(plan)),
+            ],
+        );
+    }
+
+    /// A DORA exchange completed in `elapsed`.
+    pub fn record_dora(&self, elapsed: Duration) {
+        self.dora.record(elapsed.as_secs_f64(), &[]);
+    }
+
+    /// An AAA decision took `elapsed`.
+    pub fn record_aaa(&self, backend: AaaBackend, result: AaaResult, elapsed: Duration) {
+        self.aaa.record(
+            elapsed.as_secs_f64(),
+            &[
+                KeyValue::new("backend", backend.as_str()),
+                KeyValue::new("result", result.as_str()),
+            ],
+        );
+    }
+
+    /// A programming batch of `sessions` sessions was acknowledged (or failed) after `elapsed`.
+    pub fn record_programming(&self, sessions: u64, outcome: Outcome, elapsed: Duration) {
+        self.batch_size.record(sessions, &[]);
+        self.programming.record(
+            elapsed.as_secs_f64(),
+            &[KeyValue::new("result", outcome.as_str())],
+        );
+    }
+
+    /// The licence's session cap and the sessions counted against it.
+    pub fn set_licence(&self, limit: u64, usage: u64) {
+        self.licence_limit.record(limit, &[]);
+        self.licence_usage.record(usage, &[]);
+    }
+}
+
+/// kbng-operator's instruments.
+#[derive(Debug, Clone)]
+pub struct OperatorMetrics {
+    reconcile: Histogram<f64>,
+}
+
+impl OperatorMetrics {
+    /// Creates the instruments on `meter`.
+    pub fn new(meter: &Meter) -> Self {
+        Self {
+            reconcile: latency(
+                meter,
+                "kbng.operator.reconcile.duration",
+                "Time of one reconcile, by resource kind and result.",
+            ),
+        }
+    }
+
+    /// One reconcile of a `kind` ("BNG", "SubscriberPlan", "Licence") took `elapsed`.
+    pub fn record_reconcile(&self, kind: &'static str, outcome: Outcome, elapsed: Duration) {
+        self.reconcile.record(
+            elapsed.as_secs_f64(),
+            &[
+                KeyValue::new("kind", kind),
+                KeyValue::new("result", outcome.as_str()),
+            ],
+        );
+    }
+}

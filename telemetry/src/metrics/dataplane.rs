@@ -1,0 +1,222 @@
+//! kbng-dataplane's metrics: observed, never recorded from the packet path.
+//!
+//! The dataplane's workers already keep per-core single-writer counters (VPP's scheme); an
+//! OTel call per burst would add hashing and a lock to the packet path. So the dataplane hands
+//! us a closure that snapshots those counters, and the SDK calls it at each collection (each
+//! OTLP export and each `/metrics` scrape). The instruments are cumulative counters.
+
+use std::sync::Arc;
+
+use opentelemetry::KeyValue;
+use opentelemetry::metrics::{Meter, ObservableCounter};
+
+use super::labels::{Colour, Direction, PlanLabels};
+
+/// Dropped packets of one (node, reason) on one worker, since start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DropCount {
+    /// The graph node's display name (`"session-lookup"`).
+    pub node: &'static str,
+    /// The counter's display string (`"no session"`).
+    pub reason: &'static str,
+    /// Packets dropped.
+    pub packets: u64,
+}
+
+/// One graph node's runtime on one worker, since start (VPP's `show runtime`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeRuntime {
+    /// The graph node's display name.
+    pub node: &'static str,
+    /// Times the node was called (one call per vector).
+    pub calls: u64,
+    /// Packets the node processed.
+    pub vectors: u64,
+    /// TSC cycles spent in the node.
+    pub cycles: u64,
+}
+
+/// One worker's counters, since start.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkerStats {
+    /// The worker's index.
+    pub worker: u16,
+    /// Packets received, subscriber to core.
+    pub packets_up: u64,
+    /// Packets received, core to subscriber.
+    pub packets_down: u64,
+    /// Bytes received, subscriber to core.
+    pub bytes_up: u64,
+    /// Bytes received, core to subscriber.
+    pub bytes_down: u64,
+    /// Drops by node and reason (zeros may be left out).
+    pub drops: Vec<DropCount>,
+    /// Per-node runtime.
+    pub nodes: Vec<NodeRuntime>,
+}
+
+/// Policer verdicts for one plan, direction and colour, summed over workers, since start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicerCount {
+    /// The plan's name (see [`super::PlanLabels`] for the cap on distinct names).
+    pub plan: String,
+    /// Traffic direction.
+    pub direction: Direction,
+    /// The verdict.
+    pub colour: Colour,
+    /// Packets given that verdict.
+    pub packets: u64,
+}
+
+/// Everything the dataplane reports at one collection.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DataplaneSnapshot {
+    /// One entry per worker.
+    pub workers: Vec<WorkerStats>,
+    /// One entry per (plan, direction, colour).
+    pub policer: Vec<PolicerCount>,
+}
+
+type Source = Arc<dyn Fn() -> DataplaneSnapshot + Send + Sync>;
+
+/// Writes one observation: value and attributes.
+type Sink<'a> = &'a mut dyn FnMut(u64, &[KeyValue]);
+
+/// Turns a snapshot into one instrument's observations.
+type Observe = fn(&DataplaneSnapshot, &PlanLabels, Sink<'_>);
+
+/// The dataplane's observable instruments; keep it alive as long as the dataplane runs.
+#[derive(Debug)]
+pub struct DataplaneMetrics {
+    _instruments: Vec<ObservableCounter<u64>>,
+}
+
+fn worker(w: &WorkerStats) -> KeyValue {
+    KeyValue::new("worker", i64::from(w.worker))
+}
+
+impl DataplaneMetrics {
+    /// Registers the dataplane's instruments on `meter`, all reading from `source`. The
+    /// closure runs once per instrument per collection (seven instruments, so seven calls per export or scrape), on
+    /// the collecting thread: it should only read the workers' counters.
+    pub fn register<F>(meter: &Meter, source: F) -> Self
+    where
+        F: Fn() -> DataplaneSnapshot + Send + Sync + 'static,
+    {
+        let source: Source = Arc::new(source);
+        let plans = PlanLabels::default();
+        let counter = |name: &'static str,
+                       unit: &'static str,
+                       description: &'static str,
+                       observe: Observe| {
+            let source = Arc::clone(&source);
+            let plans = plans.clone();
+            meter
+                .u64_observable_counter(name)
+                .with_unit(unit)
+                .with_description(description)
+                .with_callback(move |instrument| {
+                    let snapshot = source();
+                    observe(&snapshot, &plans, &mut |v, attrs| {
+                        instrument.observe(v, attrs)
+                    });
+                })
+                .build()
+        };
+        let instruments = vec![
+            counter(
+                "kbng.dataplane.packets",
+                "{packet}",
+                "Packets received per worker and direction.",
+                |s, _, out| {
+                    for w in &s.workers {
+                        out(w.packets_up, &[worker(w), KeyValue::new("direction", "up")]);
+                        out(
+                            w.packets_down,
+                            &[worker(w), KeyValue::new("direction", "down")],
+                        );
+                    }
+                },
+            ),
+            counter(
+                "kbng.dataplane.io",
+                "By",
+                "Bytes received per worker and direction.",
+                |s, _, out| {
+                    for w in &s.workers {
+                        out(w.bytes_up, &[worker(w), KeyValue::new("direction", "up")]);
+                        out(
+                            w.bytes_down,
+                            &[worker(w), KeyValue::new("direction", "down")],
+                        );
+                    }
+                },
+            ),
+            counter(
+                "kbng.dataplane.drops",
+                "{packet}",
+                "Packets dropped per worker, graph node and reason.",
+                |s, _, out| {
+                    for w in &s.workers {
+                        for d in &w.drops {
+                            out(
+                                d.packets,
+                                &[
+                                    worker(w),
+                                    KeyValue::new("node", d.node),
+                                    KeyValue::new("reason", d.reason),
+                                ],
+                            );
+                        }
+                    }
+                },
+            ),
+            counter(
+                "kbng.dataplane.node.calls",
+                "{call}",
+                "Graph node calls (one per vector) per worker.",
+                |s, _, out| node_field(s, out, |n| n.calls),
+            ),
+            counter(
+                "kbng.dataplane.node.vectors",
+                "{packet}",
+                "Packets processed per graph node and worker.",
+                |s, _, out| node_field(s, out, |n| n.vectors),
+            ),
+            counter(
+                "kbng.dataplane.node.cycles",
+                "{cycle}",
+                "CPU cycles spent per graph node and worker.",
+                |s, _, out| node_field(s, out, |n| n.cycles),
+            ),
+            counter(
+                "kbng.policer.packets",
+                "{packet}",
+                "Policer verdicts per plan, direction and colour.",
+                |s, plans, out| {
+                    for p in &s.policer {
+                        out(
+                            p.packets,
+                            &[
+                                KeyValue::new("plan", plans.label(&p.plan)),
+                                KeyValue::new("direction", p.direction.as_str()),
+                                KeyValue::new("colour", p.colour.as_str()),
+                            ],
+                        );
+                    }
+                },
+            ),
+        ];
+        Self {
+            _instruments: instruments,
+        }
+    }
+}
+
+fn node_field(s: &DataplaneSnapshot, out: Sink<'_>, field: fn(&NodeRuntime) -> u64) {
+    for w in &s.workers {
+        for n in &w.nodes {
+            out(field(n), &[worker(w), KeyValue::new("node", n.node)]);
+        }
+    }
+}

@@ -1,0 +1,42 @@
+//! Typed metric handles: one call per measurement, attributes fixed by the API.
+//!
+//! The label sets are closed on purpose. A session id, an address or a MAC can never become an
+//! attribute: no method takes one. Every string attribute is either `&'static str` (node and
+//! drop-reason names, resource kinds; compile-time constants in the callers) or a plan name,
+//! which goes through [`PlanLabels`], a set capped at [`MAX_PLANS`] names beyond which plans
+//! are counted as `other`. So a series per subscriber cannot be created, even by mistake.
+//!
+//! | instrument (OTel) | Prometheus name | attributes |
+//! |---|---|---|
+//! | `kbng.sessions` | `kbng_sessions` | `state`, `plan` |
+//! | `kbng.dhcp.dora.duration` (s) | `kbng_dhcp_dora_duration_seconds` | - |
+//! | `kbng.aaa.duration` (s) | `kbng_aaa_duration_seconds` | `backend`, `result` |
+//! | `kbng.programming.batch.size` | `kbng_programming_batch_size` | - |
+//! | `kbng.programming.duration` (s) | `kbng_programming_duration_seconds` | `result` |
+//! | `kbng.licence.sessions.limit` | `kbng_licence_sessions_limit` | - |
+//! | `kbng.licence.sessions.usage` | `kbng_licence_sessions_usage` | - |
+//! | `kbng.dataplane.packets` | `kbng_dataplane_packets_total` | `worker`, `direction` |
+//! | `kbng.dataplane.io` (By) | `kbng_dataplane_io_bytes_total` | `worker`, `direction` |
+//! | `kbng.dataplane.drops` | `kbng_dataplane_drops_total` | `worker`, `node`, `reason` |
+//! | `kbng.dataplane.node.calls` | `kbng_dataplane_node_calls_total` | `worker`, `node` |
+//! | `kbng.dataplane.node.vectors` | `kbng_dataplane_node_vectors_total` | `worker`, `node` |
+//! | `kbng.dataplane.node.cycles` | `kbng_dataplane_node_cycles_total` | `worker`, `node` |
+//! | `kbng.policer.packets` | `kbng_policer_packets_total` | `plan`, `direction`, `colour` |
+//! | `kbng.operator.reconcile.duration` (s) | `kbng_operator_reconcile_duration_seconds` | `kind`, `result` |
+//!
+//! Vectors per call and cycles per packet are ratios of counters (VPP's `show runtime`):
+//! `rate(..._node_vectors_total) / rate(..._node_calls_total)` and
+//! `rate(..._node_cycles_total) / rate(..._node_vectors_total)`. We export the counters rather
+//! than ratio gauges because a ratio gauge cannot be summed across workers or over time.
+
+mod control;
+mod dataplane;
+mod labels;
+
+pub use control::{ControlMetrics, OperatorMetrics};
+pub use dataplane::{
+    DataplaneMetrics, DataplaneSnapshot, DropCount, NodeRuntime, PolicerCount, WorkerStats,
+};
+pub use labels::{
+    AaaBackend, AaaResult, Colour, Direction, MAX_PLANS, Outcome, PlanLabels, SessionState,
+};
