@@ -1,0 +1,330 @@
+//! The control workload: one `kbng-control` pod per BNG (a StatefulSet, for its stable name
+//! and its session-store volume), its headless Service, its configuration and its identity.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec};
+use k8s_openapi::api::core::v1::{
+    Capabilities, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource,
+    EnvVar, EnvVarSource, ObjectFieldSelector, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    PodSecurityContext, PodSpec, PodTemplateSpec, ResourceRequirements, SeccompProfile,
+    SecurityContext, Service, ServiceAccount, ServicePort, ServiceSpec, Volume, VolumeMount,
+    VolumeResourceRequirements,
+};
+use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use kbng_crds::bng::{AaaSpec, AccessSpec, DhcpSpec, PoolSpec, UplinkSpec, WalledGardenSpec};
+use kbng_crds::{Bng, LicenceSource};
+use serde::Serialize;
+
+use super::{Base, BuildError, Inputs, control_name};
+use crate::binaries::{control, dataplane};
+use crate::config::{SessionStore, WorkloadConfig};
+use crate::plan::Plan;
+
+pub const COMPONENT: &str = "control";
+const STORE_VOLUME: &str = "session-store";
+const CONFIG_VOLUME: &str = "config";
+
+/// What `kbng-control` reads from `control.json`. The operator rewrites it whenever the
+/// BNG, a plan it uses or its licence changes; the control pod watches the file (a ConfigMap
+/// volume is updated in place) and reprograms its dataplanes, so a plan edit needs no restart.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ControlConfig<'a> {
+    pub bng: &'a str,
+    pub namespace: &'a str,
+    /// The BNG generation this configuration was rendered from.
+    pub generation: i64,
+    pub session_cap: u64,
+    pub licence_source: LicenceSource,
+    pub access: &'a AccessSpec,
+    pub uplink: &'a UplinkSpec,
+    pub pools: &'a [PoolSpec],
+    pub dhcp: &'a DhcpSpec,
+    pub aaa: &'a AaaSpec,
+    pub walled_garden: &'a WalledGardenSpec,
+    /// Only validated plans; a missing or invalid one is absent here and named in the BNG's
+    /// status instead.
+    pub plans: &'a [Plan],
+    pub dataplanes: DataplaneDiscovery,
+}
+
+/// How the control pod finds the dataplanes it programs.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DataplaneDiscovery {
+    pub label_selector: String,
+    pub grpc_port: i32,
+    pub replicas: u32,
+}
+
+pub(crate) fn service_account(base: &Base) -> ServiceAccount {
+    ServiceAccount {
+        metadata: base.meta(control_name(&base.bng), COMPONENT),
+        // The dataplane pods talk to no API server; only the control pod mounts a token.
+        automount_service_account_token: Some(true),
+        ..ServiceAccount::default()
+    }
+}
+
+fn rule(groups: &[&str], resources: &[&str], verbs: &[&str], names: &[String]) -> PolicyRule {
+    let strings = |xs: &[&str]| xs.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    PolicyRule {
+        api_groups: Some(strings(groups)),
+        resources: Some(strings(resources)),
+        verbs: strings(verbs),
+        resource_names: (!names.is_empty()).then(|| names.to_vec()),
+        ..PolicyRule::default()
+    }
+}
+
+/// Least privilege for the control pod: read its own configuration and its BNG, find its
+/// dataplane pods, acknowledge a drain on its own pod, read the RADIUS secret it is given,
+/// and publish events. Nothing cluster-wide, nothing it could use to change its workloads.
+pub(crate) fn role(base: &Base, bng: &Bng) -> Role {
+    let control = control_name(&base.bng);
+    let mut rules = vec![
+        rule(
+            &[""],
+            &["configmaps"],
+            &["get", "list", "watch"],
+            std::slice::from_ref(&control),
+        ),
+        rule(
+            &["kbng.dev"],
+            &["bngs"],
+            &["get", "list", "watch"],
+            std::slice::from_ref(&base.bng),
+        ),
+        // Pod IPs of the dataplanes; RBAC cannot restrict by label, so this is namespace-wide
+        // read of pods (no secrets, no exec).
+        rule(&[""], &["pods"], &["get", "list", "watch"], &[]),
+        // The drain acknowledgement is an annotation on the control pod's own object.
+        rule(&[""], &["pods"], &["patch"], &[format!("{control}-0")]),
+        rule(&["events.k8s.io"], &["events"], &["create", "patch"], &[]),
+    ];
+    if let Some(radius) = &bng.spec.aaa.radius {
+        rules.push(rule(
+            &[""],
+            &["secrets"],
+            &["get", "watch", "list"],
+            std::slice::from_ref(&radius.secret_ref.name),
+        ));
+    }
+    Role {
+        metadata: base.meta(control, COMPONENT),
+        rules: Some(rules),
+    }
+}
+
+pub(crate) fn role_binding(base: &Base) -> RoleBinding {
+    let name = control_name(&base.bng);
+    RoleBinding {
+        metadata: base.meta(name.clone(), COMPONENT),
+        role_ref: RoleRef {
+            api_group: "rbac.authorization.k8s.io".into(),
+            kind: "Role".into(),
+            name: name.clone(),
+        },
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".into(),
+            name,
+            namespace: Some(base.namespace.clone()),
+            ..Subject::default()
+        }]),
+    }
+}
+
+pub(crate) fn config_map(base: &Base, inputs: &Inputs<'_>) -> Result<ConfigMap, BuildError> {
+    let spec = &inputs.bng.spec;
+    let selector = base.selector(super::dataplane::COMPONENT);
+    let config = ControlConfig {
+        bng: &base.bng,
+        namespace: &base.namespace,
+        generation: inputs.bng.metadata.generation.unwrap_or_default(),
+        session_cap: inputs.cap.max_sessions,
+        licence_source: inputs.cap.source,
+        access: &spec.access,
+        uplink: &spec.uplink,
+        pools: &spec.pools,
+        dhcp: &spec.dhcp,
+        aaa: &spec.aaa,
+        walled_garden: &spec.walled_garden,
+        plans: inputs.plans,
+        dataplanes: DataplaneDiscovery {
+            label_selector: selector
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(","),
+            grpc_port: dataplane::GRPC_PORT,
+            replicas: spec.dataplane.replicas,
+        },
+    };
+    let text =
+        serde_json::to_string_pretty(&config).map_err(|e| BuildError::Encode(e.to_string()))?;
+    Ok(ConfigMap {
+        metadata: base.meta(control_name(&base.bng), COMPONENT),
+        data: Some(BTreeMap::from([(control::CONFIG_KEY.to_string(), text)])),
+        ..ConfigMap::default()
+    })
+}
+
+/// Headless: it gives the StatefulSet pod its stable DNS name and exposes the admin port.
+pub(crate) fn service(base: &Base) -> Service {
+    Service {
+        metadata: base.meta(control_name(&base.bng), COMPONENT),
+        spec: Some(ServiceSpec {
+            cluster_ip: Some("None".into()),
+            selector: Some(base.selector(COMPONENT)),
+            ports: Some(vec![ServicePort {
+                name: Some("admin".into()),
+                port: control::ADMIN_PORT,
+                protocol: Some("TCP".into()),
+                ..ServicePort::default()
+            }]),
+            ..ServiceSpec::default()
+        }),
+        ..Service::default()
+    }
+}
+
+fn quantity(s: &str) -> Quantity {
+    Quantity(s.to_string())
+}
+
+pub(crate) fn stateful_set(base: &Base, config: &WorkloadConfig) -> StatefulSet {
+    let name = control_name(&base.bng);
+    let mut volumes = vec![Volume {
+        name: CONFIG_VOLUME.into(),
+        config_map: Some(ConfigMapVolumeSource {
+            name: name.clone(),
+            ..ConfigMapVolumeSource::default()
+        }),
+        ..Volume::default()
+    }];
+    let claims = match &config.session_store {
+        SessionStore::EmptyDir => {
+            volumes.push(Volume {
+                name: STORE_VOLUME.into(),
+                empty_dir: Some(EmptyDirVolumeSource::default()),
+                ..Volume::default()
+            });
+            None
+        }
+        SessionStore::Pvc {
+            size,
+            storage_class,
+        } => Some(vec![PersistentVolumeClaim {
+            metadata: ObjectMeta {
+                name: Some(STORE_VOLUME.into()),
+                labels: Some(base.labels(COMPONENT)),
+                ..ObjectMeta::default()
+            },
+            spec: Some(PersistentVolumeClaimSpec {
+                access_modes: Some(vec!["ReadWriteOnce".into()]),
+                storage_class_name: storage_class.clone(),
+                resources: Some(VolumeResourceRequirements {
+                    requests: Some(BTreeMap::from([("storage".into(), quantity(size))])),
+                    ..VolumeResourceRequirements::default()
+                }),
+                ..PersistentVolumeClaimSpec::default()
+            }),
+            ..PersistentVolumeClaim::default()
+        }]),
+    };
+    let container = Container {
+        name: control::CONTAINER.into(),
+        image: Some(config.control_image.clone()),
+        image_pull_policy: Some(config.image_pull_policy.clone()),
+        command: Some(control::command()),
+        args: Some(control::args()),
+        env: Some(vec![EnvVar {
+            name: "POD_NAME".into(),
+            value_from: Some(EnvVarSource {
+                field_ref: Some(ObjectFieldSelector {
+                    field_path: "metadata.name".into(),
+                    ..ObjectFieldSelector::default()
+                }),
+                ..EnvVarSource::default()
+            }),
+            ..EnvVar::default()
+        }]),
+        ports: Some(vec![ContainerPort {
+            name: Some("admin".into()),
+            container_port: control::ADMIN_PORT,
+            protocol: Some("TCP".into()),
+            ..ContainerPort::default()
+        }]),
+        resources: Some(ResourceRequirements {
+            requests: Some(BTreeMap::from([
+                ("cpu".into(), quantity("500m")),
+                ("memory".into(), quantity("512Mi")),
+            ])),
+            limits: Some(BTreeMap::from([("memory".into(), quantity("1Gi"))])),
+            ..ResourceRequirements::default()
+        }),
+        volume_mounts: Some(vec![
+            VolumeMount {
+                name: CONFIG_VOLUME.into(),
+                mount_path: control::CONFIG_DIR.into(),
+                read_only: Some(true),
+                ..VolumeMount::default()
+            },
+            VolumeMount {
+                name: STORE_VOLUME.into(),
+                mount_path: control::STORE_DIR.into(),
+                ..VolumeMount::default()
+            },
+        ]),
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            read_only_root_filesystem: Some(true),
+            run_as_non_root: Some(true),
+            capabilities: Some(Capabilities {
+                drop: Some(vec!["ALL".into()]),
+                ..Capabilities::default()
+            }),
+            ..SecurityContext::default()
+        }),
+        ..Container::default()
+    };
+    StatefulSet {
+        metadata: base.meta(name.clone(), COMPONENT),
+        spec: Some(StatefulSetSpec {
+            replicas: Some(1),
+            service_name: Some(name.clone()),
+            selector: LabelSelector {
+                match_labels: Some(base.selector(COMPONENT)),
+                ..LabelSelector::default()
+            },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(base.labels(COMPONENT)),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(PodSpec {
+                    service_account_name: Some(name),
+                    containers: vec![container],
+                    volumes: Some(volumes),
+                    security_context: Some(PodSecurityContext {
+                        run_as_non_root: Some(true),
+                        run_as_user: Some(65532),
+                        fs_group: Some(65532),
+                        seccomp_profile: Some(SeccompProfile {
+                            type_: "RuntimeDefault".into(),
+                            ..SeccompProfile::default()
+                        }),
+                        ..PodSecurityContext::default()
+                    }),
+                    ..PodSpec::default()
+                }),
+            },
+            volume_claim_templates: claims,
+            ..StatefulSetSpec::default()
+        }),
+        ..StatefulSet::default()
+    }
+}

@@ -1,0 +1,280 @@
+//! The dataplane workload: `kbng-dataplane` pods that poll SR-IOV VFs with DPDK.
+//!
+//! What makes a DPDK pod behave on Kubernetes, and where each piece is set:
+//! - Guaranteed QoS with integer CPUs (requests == limits for every resource): only then does
+//!   the kubelet's static CPU manager give the container exclusive cores.
+//! - `hugepages-<size>` requests and a `medium: HugePages` emptyDir at the EAL's `--huge-dir`.
+//! - One VF each from the access and uplink SR-IOV device-plugin pools, attached by Multus
+//!   (`k8s.v1.cni.cncf.io/networks`) in the order access, uplink.
+//! - The kubelet's topology manager (`single-numa-node`) aligns cores, hugepages and VFs on
+//!   one NUMA node at admission; the dataplane learns which cores it got from its affinity mask
+//!   and is told the NUMA node (when the spec pins one) so it reserves memory only there.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{
+    Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
+};
+use k8s_openapi::api::core::v1::{
+    Affinity, Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
+    ObjectFieldSelector, PodAffinityTerm, PodAntiAffinity, PodSecurityContext, PodSpec,
+    PodTemplateSpec, ResourceRequirements, SeccompProfile, SecurityContext, Volume, VolumeMount,
+    WeightedPodAffinityTerm,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kbng_crds::Bng;
+use kbng_crds::bng::{DataplaneSpec, HugepageSize};
+
+use super::{Base, dataplane_name};
+use crate::binaries::dataplane;
+use crate::config::WorkloadConfig;
+
+pub const COMPONENT: &str = "dataplane";
+pub const MULTUS_ANNOTATION: &str = "k8s.v1.cni.cncf.io/networks";
+/// Interface names inside the pod for the two VFs.
+pub const ACCESS_INTERFACE: &str = "access0";
+pub const UPLINK_INTERFACE: &str = "uplink0";
+
+/// Linux capabilities of the dataplane container; everything else is dropped.
+pub const CAPABILITIES: [&str; 3] = [
+    // IPC_LOCK: DPDK locks its hugepage memory (mlock) so the pages backing DMA buffers can
+    // never be swapped or moved while the NIC writes into them; vfio's DMA mapping of user
+    // memory also counts against RLIMIT_MEMLOCK, which IPC_LOCK lifts.
+    "IPC_LOCK",
+    // NET_RAW: the punt/inject path for control packets (DHCP, ARP) towards the control pod
+    // and the kernel-side test PMDs use AF_PACKET raw sockets.
+    "NET_RAW",
+    // SYS_NICE: the EAL pins lcore threads (sched_setaffinity on its own threads is free,
+    // but set_mempolicy/mbind for NUMA-local hugepage allocation and raising the polling
+    // threads' scheduling priority need it).
+    "SYS_NICE",
+];
+
+/// The CPUs a dataplane pod asks for: one per worker lcore plus the main lcore. Whole CPUs,
+/// so that the static CPU manager grants them exclusively.
+pub fn cpus(spec: &DataplaneSpec) -> u32 {
+    spec.worker_cores + 1
+}
+
+/// The hugepage resource name and the quantity a pod asks for.
+pub fn hugepages(spec: &DataplaneSpec) -> (String, Quantity) {
+    let count = u64::from(spec.hugepages.count);
+    let amount = match spec.hugepages.size {
+        HugepageSize::OneGi => format!("{count}Gi"),
+        HugepageSize::TwoMi => format!("{}Mi", count * 2),
+    };
+    (
+        format!("hugepages-{}", spec.hugepages.size.as_str()),
+        Quantity(amount),
+    )
+}
+
+/// Requests, equal to limits, of one dataplane container.
+pub fn resources(spec: &DataplaneSpec) -> BTreeMap<String, Quantity> {
+    let (huge_name, huge_amount) = hugepages(spec);
+    let mut out = BTreeMap::from([
+        ("cpu".to_string(), Quantity(cpus(spec).to_string())),
+        (
+            "memory".to_string(),
+            Quantity(format!("{}Mi", spec.memory_mib)),
+        ),
+        (huge_name, huge_amount),
+    ]);
+    // Access and uplink VFs may come from one pool; then the pod asks for two of it.
+    let mut vfs: BTreeMap<&str, u32> = BTreeMap::new();
+    *vfs.entry(spec.sriov.access_resource.as_str()).or_default() += 1;
+    *vfs.entry(spec.sriov.uplink_resource.as_str()).or_default() += 1;
+    for (name, n) in vfs {
+        out.insert(name.to_string(), Quantity(n.to_string()));
+    }
+    out
+}
+
+/// The Multus network selection: access first, then uplink, with fixed interface names.
+pub fn networks_annotation(spec: &DataplaneSpec) -> String {
+    serde_json::json!([
+        {"name": spec.networks.access, "interface": ACCESS_INTERFACE},
+        {"name": spec.networks.uplink, "interface": UPLINK_INTERFACE},
+    ])
+    .to_string()
+}
+
+fn env(name: &str, value: String) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value: Some(value),
+        ..EnvVar::default()
+    }
+}
+
+pub(crate) fn deployment(base: &Base, bng: &Bng, config: &WorkloadConfig) -> Deployment {
+    let spec = &bng.spec.dataplane;
+    let resources = resources(spec);
+    let image = spec
+        .image
+        .clone()
+        .unwrap_or_else(|| config.dataplane_image.clone());
+    let container = Container {
+        name: dataplane::CONTAINER.into(),
+        image: Some(image),
+        image_pull_policy: Some(config.image_pull_policy.clone()),
+        command: Some(dataplane::command()),
+        args: Some(dataplane::args(spec)),
+        env: Some(vec![
+            EnvVar {
+                name: dataplane::ENV_POD_NAME.into(),
+                value_from: Some(EnvVarSource {
+                    field_ref: Some(ObjectFieldSelector {
+                        field_path: "metadata.name".into(),
+                        ..ObjectFieldSelector::default()
+                    }),
+                    ..EnvVarSource::default()
+                }),
+                ..EnvVar::default()
+            },
+            env(dataplane::ENV_WORKER_CORES, spec.worker_cores.to_string()),
+            env(
+                dataplane::ENV_NUMA_NODE,
+                spec.numa_node.map(|n| n.to_string()).unwrap_or_default(),
+            ),
+            env(
+                dataplane::ENV_ACCESS_PCI_VAR,
+                dataplane::pci_env_var(&spec.sriov.access_resource),
+            ),
+            env(
+                dataplane::ENV_UPLINK_PCI_VAR,
+                dataplane::pci_env_var(&spec.sriov.uplink_resource),
+            ),
+        ]),
+        ports: Some(vec![ContainerPort {
+            name: Some("grpc".into()),
+            container_port: dataplane::GRPC_PORT,
+            protocol: Some("TCP".into()),
+            ..ContainerPort::default()
+        }]),
+        resources: Some(ResourceRequirements {
+            requests: Some(resources.clone()),
+            limits: Some(resources),
+            ..ResourceRequirements::default()
+        }),
+        volume_mounts: Some(vec![
+            VolumeMount {
+                name: "hugepages".into(),
+                mount_path: dataplane::HUGEPAGES_DIR.into(),
+                ..VolumeMount::default()
+            },
+            VolumeMount {
+                name: "dpdk-runtime".into(),
+                mount_path: dataplane::RUNTIME_DIR.into(),
+                ..VolumeMount::default()
+            },
+        ]),
+        security_context: Some(SecurityContext {
+            // Not privileged: the VFs arrive through the device plugin (vfio devices mounted
+            // into the container), so no host device access is needed beyond them.
+            privileged: Some(false),
+            allow_privilege_escalation: Some(false),
+            read_only_root_filesystem: Some(true),
+            // Root inside the container, because Kubernetes grants added capabilities only
+            // to uid 0 (it sets no ambient capabilities); the bounding set is the three below.
+            run_as_user: Some(0),
+            capabilities: Some(Capabilities {
+                add: Some(CAPABILITIES.iter().map(|c| c.to_string()).collect()),
+                drop: Some(vec!["ALL".into()]),
+            }),
+            ..SecurityContext::default()
+        }),
+        ..Container::default()
+    };
+    let selector = base.selector(COMPONENT);
+    Deployment {
+        metadata: base.meta(dataplane_name(&base.bng), COMPONENT),
+        spec: Some(DeploymentSpec {
+            replicas: Some(i32::try_from(spec.replicas).unwrap_or(i32::MAX)),
+            selector: LabelSelector {
+                match_labels: Some(selector.clone()),
+                ..LabelSelector::default()
+            },
+            // Never surge: a second pod would need a second set of VFs and hugepages the node
+            // usually does not have, and would sit Pending; replace one pod at a time instead.
+            strategy: Some(DeploymentStrategy {
+                type_: Some("RollingUpdate".into()),
+                rolling_update: Some(RollingUpdateDeployment {
+                    max_surge: Some(IntOrString::Int(0)),
+                    max_unavailable: Some(IntOrString::Int(1)),
+                }),
+            }),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(base.labels(COMPONENT)),
+                    annotations: Some(BTreeMap::from([(
+                        MULTUS_ANNOTATION.to_string(),
+                        networks_annotation(spec),
+                    )])),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(PodSpec {
+                    // The dataplane never talks to the API server.
+                    automount_service_account_token: Some(false),
+                    containers: vec![container],
+                    node_selector: (!spec.node_selector.is_empty())
+                        .then(|| spec.node_selector.clone()),
+                    affinity: Some(spread(selector)),
+                    volumes: Some(vec![
+                        Volume {
+                            name: "hugepages".into(),
+                            empty_dir: Some(EmptyDirVolumeSource {
+                                medium: Some("HugePages".into()),
+                                ..EmptyDirVolumeSource::default()
+                            }),
+                            ..Volume::default()
+                        },
+                        Volume {
+                            name: "dpdk-runtime".into(),
+                            empty_dir: Some(EmptyDirVolumeSource {
+                                medium: Some("Memory".into()),
+                                size_limit: Some(Quantity("64Mi".into())),
+                            }),
+                            ..Volume::default()
+                        },
+                    ]),
+                    security_context: Some(PodSecurityContext {
+                        seccomp_profile: Some(SeccompProfile {
+                            type_: "RuntimeDefault".into(),
+                            ..SeccompProfile::default()
+                        }),
+                        ..PodSecurityContext::default()
+                    }),
+                    ..PodSpec::default()
+                }),
+            },
+            ..DeploymentSpec::default()
+        }),
+        ..Deployment::default()
+    }
+}
+
+/// Prefer one dataplane of a BNG per node: losing a node then loses one dataplane, not all.
+fn spread(selector: BTreeMap<String, String>) -> Affinity {
+    Affinity {
+        pod_anti_affinity: Some(PodAntiAffinity {
+            preferred_during_scheduling_ignored_during_execution: Some(vec![
+                WeightedPodAffinityTerm {
+                    weight: 100,
+                    pod_affinity_term: PodAffinityTerm {
+                        label_selector: Some(LabelSelector {
+                            match_labels: Some(selector),
+                            ..LabelSelector::default()
+                        }),
+                        topology_key: "kubernetes.io/hostname".into(),
+                        ..PodAffinityTerm::default()
+                    },
+                },
+            ]),
+            ..PodAntiAffinity::default()
+        }),
+        ..Affinity::default()
+    }
+}

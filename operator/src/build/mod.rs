@@ -1,0 +1,146 @@
+//! Pure builders: a `BNG`, its validated plans and its session cap in; the objects the
+//! operator owns for it out. No I/O: the reconciler applies what these return with
+//! server-side apply, so every field set here is a field the operator manages.
+//!
+//! ```text
+//!   Bng + [Plan] + SessionCap + WorkloadConfig
+//!     ├─ control::*   ServiceAccount, Role, RoleBinding, ConfigMap, Service, StatefulSet
+//!     └─ dataplane::* Deployment (Guaranteed QoS, hugepages, VFs, Multus, NUMA)
+//! ```
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kbng_crds::{Bng, LicenceSource};
+use kube::{Resource, ResourceExt};
+
+use crate::config::WorkloadConfig;
+use crate::plan::Plan;
+
+pub mod control;
+pub mod dataplane;
+
+/// The field manager of every server-side apply the operator makes.
+pub const FIELD_MANAGER: &str = "kbng-operator";
+/// The label every owned object and pod carries with its BNG's name.
+pub const BNG_LABEL: &str = "kbng.dev/bng";
+pub const COMPONENT_LABEL: &str = "app.kubernetes.io/component";
+
+/// The session cap in force for a BNG, and where it comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SessionCap {
+    pub max_sessions: u64,
+    pub source: LicenceSource,
+}
+
+/// Everything the builders need.
+#[derive(Clone, Copy, Debug)]
+pub struct Inputs<'a> {
+    pub bng: &'a Bng,
+    /// Valid plans the BNG references, in the order of `spec.plans`.
+    pub plans: &'a [Plan],
+    pub cap: SessionCap,
+    pub config: &'a WorkloadConfig,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum BuildError {
+    #[error("the BNG has no {0} (it must come from the API server)")]
+    MissingMeta(&'static str),
+    #[error("could not encode the control configuration: {0}")]
+    Encode(String),
+}
+
+/// The objects owned for one BNG.
+#[derive(Clone, Debug)]
+pub struct Owned {
+    pub service_account: ServiceAccount,
+    pub role: Role,
+    pub role_binding: RoleBinding,
+    pub config_map: ConfigMap,
+    pub service: Service,
+    pub control: StatefulSet,
+    pub dataplane: Deployment,
+}
+
+/// Builds every owned object of `inputs.bng`.
+pub fn build(inputs: &Inputs<'_>) -> Result<Owned, BuildError> {
+    let base = Base::new(inputs.bng)?;
+    Ok(Owned {
+        service_account: control::service_account(&base),
+        role: control::role(&base, inputs.bng),
+        role_binding: control::role_binding(&base),
+        config_map: control::config_map(&base, inputs)?,
+        service: control::service(&base),
+        control: control::stateful_set(&base, inputs.config),
+        dataplane: dataplane::deployment(&base, inputs.bng, inputs.config),
+    })
+}
+
+pub fn control_name(bng: &str) -> String {
+    format!("{bng}-control")
+}
+
+pub fn dataplane_name(bng: &str) -> String {
+    format!("{bng}-dataplane")
+}
+
+/// Name, namespace and owner reference shared by every owned object.
+#[derive(Clone, Debug)]
+pub(crate) struct Base {
+    pub bng: String,
+    pub namespace: String,
+    pub owner: OwnerReference,
+}
+
+impl Base {
+    fn new(bng: &Bng) -> Result<Base, BuildError> {
+        let namespace = bng
+            .namespace()
+            .ok_or(BuildError::MissingMeta("namespace"))?;
+        let owner = bng
+            .controller_owner_ref(&())
+            .filter(|o| !o.uid.is_empty())
+            .ok_or(BuildError::MissingMeta("uid"))?;
+        Ok(Base {
+            bng: bng.name_any(),
+            namespace,
+            owner,
+        })
+    }
+
+    /// Labels selecting one component's pods; never change them (selectors are immutable).
+    pub fn selector(&self, component: &str) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            ("app.kubernetes.io/name".to_string(), "kbng".to_string()),
+            ("app.kubernetes.io/instance".to_string(), self.bng.clone()),
+            (COMPONENT_LABEL.to_string(), component.to_string()),
+        ])
+    }
+
+    pub fn labels(&self, component: &str) -> BTreeMap<String, String> {
+        let mut labels = self.selector(component);
+        labels.insert(
+            "app.kubernetes.io/managed-by".into(),
+            FIELD_MANAGER.to_string(),
+        );
+        labels.insert(BNG_LABEL.into(), self.bng.clone());
+        labels
+    }
+
+    pub fn meta(&self, name: String, component: &str) -> ObjectMeta {
+        ObjectMeta {
+            name: Some(name),
+            namespace: Some(self.namespace.clone()),
+            labels: Some(self.labels(component)),
+            owner_references: Some(vec![self.owner.clone()]),
+            ..ObjectMeta::default()
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -1,0 +1,241 @@
+use super::*;
+use crate::config::SessionStore;
+use crate::plan::Plan;
+use kbng_crds::SubscriberPlan;
+use kbng_crds::bng::HugepageSize;
+
+pub(crate) fn sample_bng() -> Bng {
+    let mut bng: Bng =
+        serde_yaml_ng::from_str(include_str!("../../../deploy/samples/bng.yaml")).unwrap();
+    bng.metadata.uid = Some("0b1c2d3e-0000-4000-8000-000000000001".into());
+    bng.metadata.generation = Some(3);
+    bng
+}
+
+pub(crate) fn sample_plans() -> Vec<Plan> {
+    let text = include_str!("../../../deploy/samples/plans.yaml");
+    serde_yaml_ng::Deserializer::from_str(text)
+        .map(|doc| {
+            let p: SubscriberPlan = serde::Deserialize::deserialize(doc).unwrap();
+            Plan::validate(&p.name_any(), &p.spec).unwrap()
+        })
+        .collect()
+}
+
+fn owned(bng: &Bng, config: &WorkloadConfig) -> Owned {
+    let plans = sample_plans();
+    build(&Inputs {
+        bng,
+        plans: &plans,
+        cap: SessionCap {
+            max_sessions: 1000,
+            source: LicenceSource::Licence,
+        },
+        config,
+    })
+    .unwrap()
+}
+
+fn q(s: &str) -> k8s_openapi::apimachinery::pkg::api::resource::Quantity {
+    k8s_openapi::apimachinery::pkg::api::resource::Quantity(s.into())
+}
+
+#[test]
+fn dataplane_is_guaranteed_with_hugepages_vfs_and_integer_cpus() {
+    let owned = owned(&sample_bng(), &WorkloadConfig::default());
+    let pod = owned.dataplane.spec.unwrap().template.spec.unwrap();
+    let res = pod.containers[0].resources.clone().unwrap();
+    let want = BTreeMap::from([
+        ("cpu".to_string(), q("3")),
+        ("memory".to_string(), q("1024Mi")),
+        ("hugepages-1Gi".to_string(), q("2Gi")),
+        ("intel.com/sriov_access".to_string(), q("1")),
+        ("intel.com/sriov_uplink".to_string(), q("1")),
+    ]);
+    assert_eq!(res.requests.as_ref(), Some(&want));
+    assert_eq!(res.limits.as_ref(), Some(&want), "requests == limits");
+    let huge = pod
+        .volumes
+        .unwrap()
+        .into_iter()
+        .find(|v| v.name == "hugepages")
+        .unwrap();
+    assert_eq!(huge.empty_dir.unwrap().medium.as_deref(), Some("HugePages"));
+    assert_eq!(
+        pod.node_selector.unwrap()["feature.node.kubernetes.io/network-sriov.capable"],
+        "true"
+    );
+    assert_eq!(pod.automount_service_account_token, Some(false));
+}
+
+#[test]
+fn two_mi_pages_and_a_shared_vf_pool() {
+    let mut bng = sample_bng();
+    bng.spec.dataplane.hugepages.size = HugepageSize::TwoMi;
+    bng.spec.dataplane.hugepages.count = 512;
+    bng.spec.dataplane.sriov.uplink_resource = bng.spec.dataplane.sriov.access_resource.clone();
+    let res = dataplane::resources(&bng.spec.dataplane);
+    assert_eq!(res["hugepages-2Mi"], q("1024Mi"));
+    assert_eq!(res["intel.com/sriov_access"], q("2"));
+    assert!(!res.contains_key("hugepages-1Gi"));
+}
+
+#[test]
+fn dataplane_capabilities_multus_and_numa() {
+    let mut bng = sample_bng();
+    bng.spec.dataplane.numa_node = Some(1);
+    let owned = owned(&bng, &WorkloadConfig::default());
+    let tmpl = owned.dataplane.spec.unwrap().template;
+    let ann = tmpl.metadata.unwrap().annotations.unwrap();
+    let nets: serde_json::Value = serde_json::from_str(&ann[dataplane::MULTUS_ANNOTATION]).unwrap();
+    assert_eq!(
+        nets,
+        serde_json::json!([
+            {"name": "sriov-access", "interface": "access0"},
+            {"name": "sriov-uplink", "interface": "uplink0"}
+        ])
+    );
+    let c = &tmpl.spec.unwrap().containers[0];
+    let sc = c.security_context.clone().unwrap();
+    let caps = sc.capabilities.unwrap();
+    assert_eq!(
+        caps.add.unwrap(),
+        ["IPC_LOCK", "NET_RAW", "SYS_NICE"].map(String::from)
+    );
+    assert_eq!(caps.drop.unwrap(), ["ALL"]);
+    assert_eq!(sc.privileged, Some(false));
+    assert_eq!(sc.allow_privilege_escalation, Some(false));
+    let env: BTreeMap<_, _> = c
+        .env
+        .clone()
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.name, e.value.unwrap_or_default()))
+        .collect();
+    assert_eq!(env["KBNG_NUMA_NODE"], "1");
+    assert_eq!(env["KBNG_WORKER_CORES"], "2");
+    assert_eq!(
+        env["KBNG_ACCESS_PCI_ENV"],
+        "PCIDEVICE_INTEL_COM_SRIOV_ACCESS"
+    );
+    let args = c.args.clone().unwrap();
+    let eal = &args[args.iter().position(|a| a == "--eal-args").unwrap() + 1];
+    assert!(eal.contains("--socket-mem=0,2048"), "{eal}");
+    assert!(eal.contains("--huge-dir=/dev/hugepages"), "{eal}");
+    assert_eq!(c.command.clone().unwrap(), ["kbng-dataplane"]);
+}
+
+#[test]
+fn every_object_is_owned_labelled_and_namespaced() {
+    let o = owned(&sample_bng(), &WorkloadConfig::default());
+    let metas = [
+        &o.service_account.metadata,
+        &o.role.metadata,
+        &o.role_binding.metadata,
+        &o.config_map.metadata,
+        &o.service.metadata,
+        &o.control.metadata,
+        &o.dataplane.metadata,
+    ];
+    for m in metas {
+        let owner = &m.owner_references.as_ref().unwrap()[0];
+        assert_eq!(owner.kind, "BNG");
+        assert_eq!(owner.name, "lab");
+        assert_eq!(owner.controller, Some(true));
+        assert_eq!(m.namespace.as_deref(), Some("kbng"));
+        assert_eq!(m.labels.as_ref().unwrap()[BNG_LABEL], "lab");
+    }
+    assert_eq!(o.control.metadata.name.as_deref(), Some("lab-control"));
+    assert_eq!(o.dataplane.metadata.name.as_deref(), Some("lab-dataplane"));
+}
+
+#[test]
+fn control_config_carries_plans_cap_and_spec() {
+    let o = owned(&sample_bng(), &WorkloadConfig::default());
+    let text = &o.config_map.data.unwrap()["control.json"];
+    let v: serde_json::Value = serde_json::from_str(text).unwrap();
+    assert_eq!(v["sessionCap"], 1000);
+    assert_eq!(v["licenceSource"], "licence");
+    assert_eq!(v["generation"], 3);
+    assert_eq!(v["plans"][0]["name"], "basic-50m");
+    assert_eq!(v["plans"][1]["downstream"]["pirBps"], 2_000_000_000u64);
+    assert_eq!(v["plans"][1]["downstream"]["yellow"]["dscp"], 8);
+    assert_eq!(v["pools"][0]["cidr"], "100.64.0.0/16");
+    assert!(
+        v["dataplanes"]["labelSelector"]
+            .as_str()
+            .unwrap()
+            .contains("app.kubernetes.io/component=dataplane")
+    );
+}
+
+#[test]
+fn control_role_is_least_privilege() {
+    let mut bng = sample_bng();
+    let o = owned(&bng, &WorkloadConfig::default());
+    let rules = o.role.rules.unwrap();
+    for r in &rules {
+        for verb in &r.verbs {
+            assert!(
+                ["get", "list", "watch", "patch", "create"].contains(&verb.as_str()),
+                "{verb}"
+            );
+        }
+        assert!(!r.resources.as_ref().unwrap().contains(&"secrets".into()));
+    }
+    let patch = rules.iter().find(|r| r.verbs == ["patch"]).unwrap();
+    assert_eq!(patch.resource_names.as_ref().unwrap(), &["lab-control-0"]);
+    // With RADIUS, exactly the referenced secret becomes readable.
+    bng.spec.aaa.radius = Some(kbng_crds::bng::RadiusSpec {
+        servers: vec![],
+        secret_ref: kbng_crds::common::SecretKeyRef {
+            name: "radius".into(),
+            key: "secret".into(),
+        },
+        nas_identifier: "lab".into(),
+        interim_interval_secs: 300,
+    });
+    let rules = owned(&bng, &WorkloadConfig::default()).role.rules.unwrap();
+    let secrets = rules
+        .iter()
+        .find(|r| r.resources.as_ref().unwrap().contains(&"secrets".into()))
+        .unwrap();
+    assert_eq!(secrets.resource_names.as_ref().unwrap(), &["radius"]);
+}
+
+#[test]
+fn session_store_volume_follows_config() {
+    let o = owned(&sample_bng(), &WorkloadConfig::default());
+    let sts = o.control.spec.unwrap();
+    let claims = sts.volume_claim_templates.unwrap();
+    assert_eq!(claims[0].metadata.name.as_deref(), Some("session-store"));
+    let cfg = WorkloadConfig {
+        session_store: SessionStore::EmptyDir,
+        ..WorkloadConfig::default()
+    };
+    let sts = owned(&sample_bng(), &cfg).control.spec.unwrap();
+    assert!(sts.volume_claim_templates.is_none());
+    let vols = sts.template.spec.unwrap().volumes.unwrap();
+    assert!(
+        vols.iter()
+            .any(|v| v.name == "session-store" && v.empty_dir.is_some())
+    );
+}
+
+#[test]
+fn a_bng_without_uid_is_refused() {
+    let mut bng = sample_bng();
+    bng.metadata.uid = None;
+    let plans = sample_plans();
+    let err = build(&Inputs {
+        bng: &bng,
+        plans: &plans,
+        cap: SessionCap {
+            max_sessions: 64,
+            source: LicenceSource::FreeBaseline,
+        },
+        config: &WorkloadConfig::default(),
+    })
+    .unwrap_err();
+    assert_eq!(err, BuildError::MissingMeta("uid"));
+}

@@ -1,0 +1,472 @@
+//! A BNG's status as a pure function of what the reconciler observed, and the events its
+//! condition transitions deserve.
+//!
+//! Nothing here claims more than was observed: a gate that depends on a report the
+//! dataplanes or the control pod have not made yet is `False`/`Unknown` with a reason saying
+//! so, never `True` by assumption.
+
+use std::net::Ipv4Addr;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+use kbng_crds::bng::{AaaMode, BngStatus, DataplaneStatus, PoolSpec, SessionCounts, gates};
+use kbng_crds::common::{FALSE, TRUE, UNKNOWN, condition, set_condition};
+use kbng_crds::grant::{FREE_BASELINE_SESSIONS, Verdict};
+use kbng_crds::licence::LicenceSource;
+
+use crate::build::SessionCap;
+use crate::plan::Plan;
+
+/// What the BNG's `licenceRef` led to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LicenceState {
+    NotReferenced,
+    NotFound(String),
+    Evaluated { name: String, verdict: Verdict },
+}
+
+impl LicenceState {
+    pub fn cap(&self) -> SessionCap {
+        match self {
+            LicenceState::Evaluated { verdict, .. } if verdict.valid => SessionCap {
+                max_sessions: verdict.max_sessions,
+                source: LicenceSource::Licence,
+            },
+            _ => SessionCap {
+                max_sessions: FREE_BASELINE_SESSIONS,
+                source: LicenceSource::FreeBaseline,
+            },
+        }
+    }
+}
+
+/// One entry of the BNG's `spec.plans`, as found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PlanState {
+    Valid(Plan),
+    NotFound(String),
+    Invalid { name: String, why: String },
+}
+
+/// Everything the status is computed from.
+#[derive(Clone, Debug)]
+pub struct Observed<'a> {
+    pub generation: Option<i64>,
+    pub licence: &'a LicenceState,
+    pub plans: &'a [PlanState],
+    /// Why no node can hold a dataplane pod (see [`crate::placement::unsatisfiable`]).
+    pub unsatisfiable: Option<String>,
+    pub dataplanes: Vec<DataplaneStatus>,
+    pub dataplanes_desired: u32,
+    pub dataplanes_ready: u32,
+    pub control_ready: bool,
+    pub aaa_mode: AaaMode,
+    pub pools: &'a [PoolSpec],
+    pub portal_url: &'a str,
+    pub now: Timestamp,
+}
+
+/// An event to publish for a transition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transition {
+    pub warning: bool,
+    pub reason: String,
+    pub note: String,
+}
+
+fn cond(type_: &str, ok: Option<bool>, reason: &str, message: String, o: &Observed) -> Condition {
+    Condition {
+        type_: type_.into(),
+        status: match ok {
+            Some(true) => TRUE,
+            Some(false) => FALSE,
+            None => UNKNOWN,
+        }
+        .into(),
+        reason: reason.into(),
+        message,
+        observed_generation: o.generation,
+        last_transition_time: Time(o.now),
+    }
+}
+
+/// Computes the new status from `o`, keeping transition times of unchanged conditions from
+/// `previous`.
+pub fn compute(o: &Observed, previous: Option<&BngStatus>) -> BngStatus {
+    let cap = o.licence.cap();
+    let mut gate_conditions = Vec::with_capacity(gates::ALL.len());
+
+    let baseline = format!("the free baseline of {FREE_BASELINE_SESSIONS} sessions applies");
+    gate_conditions.push(match o.licence {
+        LicenceState::NotReferenced => cond(
+            gates::LICENCE_VALID,
+            Some(false),
+            "NoLicence",
+            format!("no licenceRef: {baseline}"),
+            o,
+        ),
+        LicenceState::NotFound(name) => cond(
+            gates::LICENCE_VALID,
+            Some(false),
+            "LicenceNotFound",
+            format!("Licence {name} does not exist: {baseline}"),
+            o,
+        ),
+        LicenceState::Evaluated { name, verdict } if verdict.valid => cond(
+            gates::LICENCE_VALID,
+            Some(true),
+            verdict.reason.as_str(),
+            format!("Licence {name}: {}", verdict.message),
+            o,
+        ),
+        LicenceState::Evaluated { name, verdict } => cond(
+            gates::LICENCE_VALID,
+            Some(false),
+            verdict.reason.as_str(),
+            format!("Licence {name}: {}; {baseline}", verdict.message),
+            o,
+        ),
+    });
+
+    gate_conditions.push(match cap.source {
+        LicenceSource::Licence => cond(
+            gates::SESSION_CAP_KNOWN,
+            Some(true),
+            "Licence",
+            format!("cap {} sessions from a verified licence", cap.max_sessions),
+            o,
+        ),
+        LicenceSource::FreeBaseline => cond(
+            gates::SESSION_CAP_KNOWN,
+            Some(true),
+            "FreeBaseline",
+            format!("cap {} sessions: no valid licence", cap.max_sessions),
+            o,
+        ),
+    });
+
+    let connected = o.dataplanes.iter().filter(|d| d.connected).count() as u32;
+    let unplaced: Vec<&DataplaneStatus> =
+        o.dataplanes.iter().filter(|d| d.node.is_none()).collect();
+    gate_conditions.push(
+        if o.dataplanes_desired > 0 && connected >= o.dataplanes_desired {
+            cond(
+                gates::DATAPLANES_CONNECTED,
+                Some(true),
+                "Connected",
+                format!(
+                    "{connected} of {} dataplanes connected",
+                    o.dataplanes_desired
+                ),
+                o,
+            )
+        } else if let Some(first) = unplaced.first() {
+            cond(
+                gates::DATAPLANES_CONNECTED,
+                Some(false),
+                "NotScheduled",
+                format!(
+                    "{connected} of {} connected; {} not placed: {}: {}",
+                    o.dataplanes_desired,
+                    unplaced.len(),
+                    first.pod,
+                    first.placement
+                ),
+                o,
+            )
+        } else {
+            cond(
+                gates::DATAPLANES_CONNECTED,
+                Some(false),
+                "AwaitingReport",
+                format!(
+                    "{connected} of {} dataplanes have reported to the control pod",
+                    o.dataplanes_desired
+                ),
+                o,
+            )
+        },
+    );
+
+    gate_conditions.push(match (o.aaa_mode, o.control_ready) {
+        (AaaMode::Local, true) => cond(
+            gates::AAA_REACHABLE,
+            Some(true),
+            "LocalStore",
+            "local subscriber store in the control pod".into(),
+            o,
+        ),
+        (_, false) => cond(
+            gates::AAA_REACHABLE,
+            Some(false),
+            "ControlNotReady",
+            "the control pod is not ready".into(),
+            o,
+        ),
+        (AaaMode::Radius, true) => cond(
+            gates::AAA_REACHABLE,
+            None,
+            "NotReported",
+            "the control pod has not reported RADIUS reachability".into(),
+            o,
+        ),
+    });
+
+    let missing: Vec<&str> = o
+        .plans
+        .iter()
+        .filter_map(|p| match p {
+            PlanState::NotFound(n) => Some(n.as_str()),
+            _ => None,
+        })
+        .collect();
+    let invalid: Vec<String> = o
+        .plans
+        .iter()
+        .filter_map(|p| match p {
+            PlanState::Invalid { name, why } => Some(format!("{name}: {why}")),
+            _ => None,
+        })
+        .collect();
+    let valid = o.plans.len() - missing.len() - invalid.len();
+    let plan_problem = if !missing.is_empty() {
+        Some((
+            "PlanNotFound",
+            format!("SubscriberPlan not found: {}", missing.join(", ")),
+        ))
+    } else if !invalid.is_empty() {
+        Some((
+            "PlanInvalid",
+            format!("invalid SubscriberPlan {}", invalid.join("; ")),
+        ))
+    } else {
+        None
+    };
+    gate_conditions.push(match &plan_problem {
+        Some((reason, message)) => cond(
+            gates::PLANS_PROGRAMMED,
+            Some(false),
+            reason,
+            message.clone(),
+            o,
+        ),
+        None => cond(
+            gates::PLANS_PROGRAMMED,
+            Some(true),
+            "Configured",
+            format!("{valid} plans validated and handed to the control configuration"),
+            o,
+        ),
+    });
+
+    let usable: Vec<(String, u64)> = o
+        .pools
+        .iter()
+        .map(|p| (p.name.clone(), usable_addresses(p)))
+        .collect();
+    let summary = usable
+        .iter()
+        .map(|(n, c)| format!("{n}: {c} addresses"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    gate_conditions.push(if usable.iter().all(|(_, c)| *c > 0) {
+        cond(
+            gates::POOL_USABLE,
+            Some(true),
+            "AddressesAvailable",
+            summary,
+            o,
+        )
+    } else {
+        cond(gates::POOL_USABLE, Some(false), "PoolEmpty", summary, o)
+    });
+
+    gate_conditions.push(cond(
+        gates::CAPTIVE_PORTAL_SET,
+        Some(!o.portal_url.is_empty()),
+        if o.portal_url.is_empty() {
+            "NoPortal"
+        } else {
+            "PortalConfigured"
+        },
+        o.portal_url.to_string(),
+        o,
+    ));
+
+    gate_conditions.push(cond(
+        gates::INTERFACES_UP,
+        Some(false),
+        "AwaitingReport",
+        "no dataplane has reported its access and uplink link state".into(),
+        o,
+    ));
+
+    let stalled = match (&o.unsatisfiable, &plan_problem) {
+        (Some(why), _) => Some(("Unschedulable", why.clone())),
+        (None, Some((reason, message))) => Some((*reason, message.clone())),
+        (None, None) => None,
+    };
+    let converging = !o.control_ready || o.dataplanes_ready < o.dataplanes_desired;
+    let first_failing = gate_conditions.iter().find(|c| c.status != TRUE);
+
+    let mut conditions = previous.map(|p| p.conditions.clone()).unwrap_or_default();
+    let mut ready = match (&stalled, first_failing) {
+        (Some((reason, message)), _) => cond(gates::READY, Some(false), reason, message.clone(), o),
+        (None, Some(gate)) => cond(
+            gates::READY,
+            Some(false),
+            &gate.type_,
+            format!("{}: {}", gate.reason, gate.message),
+            o,
+        ),
+        (None, None) => cond(gates::READY, Some(true), "AllGatesPassed", String::new(), o),
+    };
+    if ready.status == FALSE && converging && stalled.is_none() && first_failing.is_none() {
+        ready.reason = "Reconciling".into();
+    }
+    set_condition(&mut conditions, ready);
+    set_condition(
+        &mut conditions,
+        match &stalled {
+            Some((reason, message)) => cond(gates::STALLED, Some(true), reason, message.clone(), o),
+            None => cond(gates::STALLED, Some(false), "Progressing", String::new(), o),
+        },
+    );
+    set_condition(
+        &mut conditions,
+        if converging {
+            cond(
+                gates::RECONCILING,
+                Some(true),
+                "RollingOut",
+                format!(
+                    "control {}; {} of {} dataplane pods ready",
+                    if o.control_ready {
+                        "ready"
+                    } else {
+                        "not ready"
+                    },
+                    o.dataplanes_ready,
+                    o.dataplanes_desired
+                ),
+                o,
+            )
+        } else {
+            cond(
+                gates::RECONCILING,
+                Some(false),
+                "Converged",
+                String::new(),
+                o,
+            )
+        },
+    );
+    for c in gate_conditions {
+        set_condition(&mut conditions, c);
+    }
+    // Stable order: Ready, Stalled, Reconciling, then the gates in their documented order.
+    let order = |t: &str| {
+        [gates::READY, gates::STALLED, gates::RECONCILING]
+            .iter()
+            .chain(gates::ALL.iter())
+            .position(|x| *x == t)
+            .unwrap_or(usize::MAX)
+    };
+    conditions.sort_by_key(|c| order(&c.type_));
+
+    BngStatus {
+        observed_generation: o.generation,
+        conditions,
+        sessions: SessionCounts {
+            // The control pod's session report is not wired yet; nothing is carried before it.
+            active: 0,
+            captive: 0,
+            cap: cap.max_sessions,
+        },
+        licence_source: Some(cap.source),
+        dataplanes: o.dataplanes.clone(),
+    }
+}
+
+/// Events for conditions whose status changed since `previous` (or that start out bad).
+pub fn transitions(previous: Option<&BngStatus>, new: &BngStatus) -> Vec<Transition> {
+    let mut out = Vec::new();
+    for c in &new.conditions {
+        let before = previous.and_then(|p| condition(&p.conditions, &c.type_));
+        let bad = if c.type_ == gates::STALLED || c.type_ == gates::RECONCILING {
+            c.status == TRUE
+        } else {
+            c.status != TRUE
+        };
+        let changed = match before {
+            Some(b) => b.status != c.status || (bad && b.reason != c.reason),
+            // A first status is news only where something is wrong, and for Ready.
+            None => bad || c.type_ == gates::READY,
+        };
+        // Reconciling flips with every rollout; its events would drown the others.
+        if !changed || c.type_ == gates::RECONCILING {
+            continue;
+        }
+        // A BNG that was never Ready is not news as a warning; one that stops being Ready is.
+        let warning = bad && !(c.type_ == gates::READY && before.is_none());
+        out.push(Transition {
+            warning,
+            reason: c.reason.clone(),
+            note: format!("{} is {}: {}", c.type_, c.status, c.message),
+        });
+    }
+    out
+}
+
+fn parse_cidr(text: &str) -> Option<(u32, u32)> {
+    let (addr, len) = text.split_once('/')?;
+    let addr: Ipv4Addr = addr.parse().ok()?;
+    let len: u32 = len.parse().ok()?;
+    if len > 32 {
+        return None;
+    }
+    let size = 1u64 << (32 - len);
+    let start = u32::from(addr) & !((size - 1) as u32);
+    Some((start, start + (size - 1) as u32))
+}
+
+/// Addresses a pool can lease: its prefix less network and broadcast (for prefixes up to
+/// /30), the gateway and the exclusions (overlaps counted once).
+pub fn usable_addresses(pool: &PoolSpec) -> u64 {
+    let Some((start, end)) = parse_cidr(&pool.cidr) else {
+        return 0;
+    };
+    let mut taken: Vec<(u32, u32)> = pool
+        .exclusions
+        .iter()
+        .filter_map(|e| parse_cidr(e))
+        .map(|(s, e)| (s.max(start), e.min(end)))
+        .filter(|(s, e)| s <= e)
+        .collect();
+    if let Ok(gw) = pool.gateway.parse::<Ipv4Addr>() {
+        let gw = u32::from(gw);
+        if (start..=end).contains(&gw) {
+            taken.push((gw, gw));
+        }
+    }
+    if end - start >= 3 {
+        taken.push((start, start));
+        taken.push((end, end));
+    }
+    taken.sort_unstable();
+    let mut excluded: u64 = 0;
+    let mut cursor: Option<u32> = None; // last excluded address so far
+    for (s, e) in taken {
+        let s = match cursor {
+            Some(c) if c >= e => continue,
+            Some(c) if c >= s => c + 1,
+            _ => s,
+        };
+        excluded += u64::from(e - s) + 1;
+        cursor = Some(e);
+    }
+    (u64::from(end - start) + 1).saturating_sub(excluded)
+}
+
+#[cfg(test)]
+mod tests;

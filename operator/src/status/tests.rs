@@ -1,0 +1,235 @@
+use super::*;
+use crate::build::tests::{sample_bng, sample_plans};
+use kbng_crds::grant::VerdictReason;
+
+fn verdict(valid: bool) -> Verdict {
+    Verdict {
+        valid,
+        reason: if valid {
+            VerdictReason::Verified
+        } else {
+            VerdictReason::BadSignature
+        },
+        message: if valid { "ok".into() } else { "forged".into() },
+        max_sessions: if valid { 1000 } else { FREE_BASELINE_SESSIONS },
+        source: if valid {
+            LicenceSource::Licence
+        } else {
+            LicenceSource::FreeBaseline
+        },
+        expires_at: Timestamp::from_second(2_000_000_000).unwrap(),
+        days_remaining: valid.then_some(100),
+        review_at: None,
+    }
+}
+
+fn placed(pod: &str, node: &str) -> DataplaneStatus {
+    DataplaneStatus {
+        pod: pod.into(),
+        node: Some(node.into()),
+        placement: format!("scheduled on {node} (Running)"),
+        ..DataplaneStatus::default()
+    }
+}
+
+struct World {
+    licence: LicenceState,
+    plans: Vec<PlanState>,
+    bng: kbng_crds::Bng,
+}
+
+fn world() -> World {
+    World {
+        licence: LicenceState::Evaluated {
+            name: "lab-licence".into(),
+            verdict: verdict(true),
+        },
+        plans: sample_plans().into_iter().map(PlanState::Valid).collect(),
+        bng: sample_bng(),
+    }
+}
+
+fn observed(w: &World, secs: i64) -> Observed<'_> {
+    Observed {
+        generation: Some(3),
+        licence: &w.licence,
+        plans: &w.plans,
+        unsatisfiable: None,
+        dataplanes: vec![placed("lab-dataplane-a", "kbng-sriov-a")],
+        dataplanes_desired: 1,
+        dataplanes_ready: 1,
+        control_ready: true,
+        aaa_mode: w.bng.spec.aaa.mode,
+        pools: &w.bng.spec.pools,
+        portal_url: &w.bng.spec.walled_garden.portal_url,
+        now: Timestamp::from_second(secs).unwrap(),
+    }
+}
+
+fn get<'a>(s: &'a BngStatus, t: &str) -> &'a Condition {
+    condition(&s.conditions, t).unwrap_or_else(|| panic!("no {t}"))
+}
+
+#[test]
+fn every_gate_and_summary_condition_is_reported_once() {
+    let w = world();
+    let s = compute(&observed(&w, 100), None);
+    assert_eq!(s.conditions.len(), 3 + gates::ALL.len());
+    assert_eq!(s.conditions[0].type_, gates::READY);
+    for c in &s.conditions {
+        assert_eq!(c.observed_generation, Some(3), "{}", c.type_);
+        assert!(!c.reason.is_empty(), "{}", c.type_);
+    }
+    assert_eq!(s.observed_generation, Some(3));
+    assert_eq!(s.sessions.cap, 1000);
+    assert_eq!(s.licence_source, Some(LicenceSource::Licence));
+}
+
+#[test]
+fn unreported_dataplanes_keep_the_bng_unready_and_say_why() {
+    let w = world();
+    let s = compute(&observed(&w, 100), None);
+    assert_eq!(get(&s, gates::LICENCE_VALID).status, TRUE);
+    assert_eq!(get(&s, gates::PLANS_PROGRAMMED).status, TRUE);
+    assert_eq!(
+        get(&s, gates::DATAPLANES_CONNECTED).reason,
+        "AwaitingReport"
+    );
+    let ready = get(&s, gates::READY);
+    assert_eq!(ready.status, FALSE);
+    assert_eq!(ready.reason, gates::DATAPLANES_CONNECTED);
+    assert_eq!(get(&s, gates::STALLED).status, FALSE);
+    assert_eq!(get(&s, gates::RECONCILING).status, FALSE);
+}
+
+#[test]
+fn all_gates_true_makes_ready() {
+    let w = world();
+    let mut o = observed(&w, 100);
+    o.dataplanes[0].connected = true;
+    let mut s = compute(&o, None);
+    // Interfaces are the one gate only a dataplane report can pass; pretend it came.
+    set_condition(
+        &mut s.conditions,
+        cond(gates::INTERFACES_UP, Some(true), "Up", String::new(), &o),
+    );
+    let s = compute(&o, Some(&s));
+    assert_eq!(get(&s, gates::DATAPLANES_CONNECTED).status, TRUE);
+    // compute() never claims interfaces up by itself.
+    assert_eq!(get(&s, gates::INTERFACES_UP).status, FALSE);
+}
+
+#[test]
+fn invalid_or_missing_licence_falls_back_to_the_free_baseline() {
+    let mut w = world();
+    w.licence = LicenceState::Evaluated {
+        name: "lab-licence".into(),
+        verdict: verdict(false),
+    };
+    let s = compute(&observed(&w, 100), None);
+    assert_eq!(s.sessions.cap, FREE_BASELINE_SESSIONS);
+    assert_eq!(s.licence_source, Some(LicenceSource::FreeBaseline));
+    let lic = get(&s, gates::LICENCE_VALID);
+    assert_eq!(
+        (lic.status.as_str(), lic.reason.as_str()),
+        (FALSE, "BadSignature")
+    );
+    assert!(
+        lic.message.contains("free baseline of 64 sessions"),
+        "{}",
+        lic.message
+    );
+    assert_eq!(get(&s, gates::SESSION_CAP_KNOWN).reason, "FreeBaseline");
+    assert_eq!(
+        get(&s, gates::STALLED).status,
+        FALSE,
+        "an invalid licence is no stall"
+    );
+
+    w.licence = LicenceState::NotFound("gone".into());
+    let s = compute(&observed(&w, 100), None);
+    assert_eq!(get(&s, gates::LICENCE_VALID).reason, "LicenceNotFound");
+    assert_eq!(s.sessions.cap, FREE_BASELINE_SESSIONS);
+}
+
+#[test]
+fn missing_plan_stalls_with_its_name() {
+    let mut w = world();
+    w.plans.push(PlanState::NotFound("gold".into()));
+    let s = compute(&observed(&w, 100), None);
+    let stalled = get(&s, gates::STALLED);
+    assert_eq!(
+        (stalled.status.as_str(), stalled.reason.as_str()),
+        (TRUE, "PlanNotFound")
+    );
+    assert!(stalled.message.contains("gold"));
+    assert_eq!(get(&s, gates::READY).reason, "PlanNotFound");
+    assert_eq!(get(&s, gates::PLANS_PROGRAMMED).status, FALSE);
+}
+
+#[test]
+fn unsatisfiable_placement_stalls_and_pending_pods_show_the_scheduler() {
+    let w = world();
+    let mut o = observed(&w, 100);
+    o.unsatisfiable = Some("41 CPUs requested".into());
+    o.dataplanes = vec![DataplaneStatus {
+        pod: "lab-dataplane-x".into(),
+        placement: "Unschedulable: 0/3 nodes are available".into(),
+        ..DataplaneStatus::default()
+    }];
+    o.dataplanes_ready = 0;
+    let s = compute(&o, None);
+    assert_eq!(get(&s, gates::STALLED).reason, "Unschedulable");
+    let dp = get(&s, gates::DATAPLANES_CONNECTED);
+    assert_eq!(dp.reason, "NotScheduled");
+    assert!(
+        dp.message.contains("0/3 nodes are available"),
+        "{}",
+        dp.message
+    );
+    assert_eq!(get(&s, gates::RECONCILING).status, TRUE);
+}
+
+#[test]
+fn transition_times_are_kept_and_events_only_on_change() {
+    let w = world();
+    let first = compute(&observed(&w, 100), None);
+    let events = transitions(None, &first);
+    assert!(events.iter().any(|e| e.note.starts_with("Ready is False")));
+    assert!(events.iter().all(|e| !e.note.starts_with("LicenceValid")));
+    let second = compute(&observed(&w, 200), Some(&first));
+    assert_eq!(
+        get(&second, gates::READY).last_transition_time,
+        get(&first, gates::READY).last_transition_time
+    );
+    assert!(transitions(Some(&first), &second).is_empty());
+
+    let mut w2 = world();
+    w2.plans.push(PlanState::NotFound("gold".into()));
+    let third = compute(&observed(&w2, 300), Some(&second));
+    let events = transitions(Some(&second), &third);
+    let stalled = events.iter().find(|e| e.reason == "PlanNotFound").unwrap();
+    assert!(stalled.warning);
+    assert_eq!(
+        get(&third, gates::STALLED).last_transition_time,
+        Time(Timestamp::from_second(300).unwrap())
+    );
+}
+
+#[test]
+fn pool_arithmetic() {
+    let mut pool = sample_bng().spec.pools[0].clone();
+    // 100.64.0.0/16 less network, broadcast, gateway 100.64.0.1 and 100.64.0.0/29 (which
+    // already holds network and gateway).
+    assert_eq!(usable_addresses(&pool), 65536 - 8 - 1);
+    pool.cidr = "10.0.0.0/30".into();
+    pool.gateway = "10.0.0.1".into();
+    pool.exclusions = vec![];
+    assert_eq!(usable_addresses(&pool), 1);
+    pool.exclusions = vec!["10.0.0.0/30".into()];
+    assert_eq!(usable_addresses(&pool), 0);
+    pool.cidr = "10.0.0.7/32".into();
+    pool.gateway = "10.0.0.1".into();
+    pool.exclusions = vec![];
+    assert_eq!(usable_addresses(&pool), 1);
+}
