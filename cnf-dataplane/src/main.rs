@@ -479,24 +479,39 @@ async fn control_main(
     tokio::spawn(stopper);
     let server = tonic::transport::Server::builder()
         .add_service(pb::dataplane_server::DataplaneServer::new(svc));
-    if let Some(path) = listen.strip_prefix("unix:") {
-        let _ = std::fs::remove_file(path);
-        let l = tokio::net::UnixListener::bind(path).with_context(|| format!("binding {path}"))?;
-        tracing::info!("gRPC on unix:{path}");
-        server
-            .serve_with_incoming_shutdown(
-                tokio_stream::wrappers::UnixListenerStream::new(l),
-                shutdown,
-            )
-            .await
-            .context("gRPC server")?;
-    } else {
-        let addr: std::net::SocketAddr = listen.parse().context("--grpc-listen")?;
-        tracing::info!("gRPC on {addr}");
-        server
-            .serve_with_shutdown(addr, shutdown)
-            .await
-            .context("gRPC server")?;
+    let serve = async {
+        if let Some(path) = listen.strip_prefix("unix:") {
+            let _ = std::fs::remove_file(path);
+            let l =
+                tokio::net::UnixListener::bind(path).with_context(|| format!("binding {path}"))?;
+            tracing::info!("gRPC on unix:{path}");
+            server
+                .serve_with_incoming_shutdown(
+                    tokio_stream::wrappers::UnixListenerStream::new(l),
+                    shutdown,
+                )
+                .await
+                .context("gRPC server")
+        } else {
+            let addr: std::net::SocketAddr = listen.parse().context("--grpc-listen")?;
+            tracing::info!("gRPC on {addr}");
+            server
+                .serve_with_shutdown(addr, shutdown)
+                .await
+                .context("gRPC server")
+        }
+    };
+    // Graceful shutdown waits for open streams (a control plane's Punt stream never ends by
+    // itself); give them two seconds after the stop, then close them.
+    let grace = async {
+        while !stop.load(Ordering::Relaxed) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    };
+    tokio::select! {
+        r = serve => r?,
+        () = grace => tracing::info!("closing open gRPC streams"),
     }
     Ok(())
 }
