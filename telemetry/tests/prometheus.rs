@@ -1,0 +1,174 @@
+//! `/metrics` over real HTTP: every kind of instrument the binaries record is scraped, checked
+//! line by line, and (when `promtool` is installed; always in CI) linted by
+//! `promtool check metrics`.
+
+#![allow(clippy::unwrap_used)]
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use kbng_telemetry::metrics::{
+    AaaBackend, AaaResult, Colour, ControlMetrics, DataplaneMetrics, DataplaneSnapshot, Direction,
+    DropCount, NodeRuntime, OperatorMetrics, Outcome, PolicerCount, SessionState, WorkerStats,
+};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+fn snapshot() -> DataplaneSnapshot {
+    DataplaneSnapshot {
+        workers: (0..2)
+            .map(|w| WorkerStats {
+                worker: w,
+                packets_up: 1000,
+                packets_down: 2000,
+                bytes_up: 64_000,
+                bytes_down: 3_000_000,
+                drops: vec![DropCount {
+                    node: "session-lookup",
+                    reason: "no session",
+                    packets: 7,
+                }],
+                nodes: vec![NodeRuntime {
+                    node: "ethernet-input",
+                    calls: 100,
+                    vectors: 3000,
+                    cycles: 90_000,
+                }],
+            })
+            .collect(),
+        policer: vec![PolicerCount {
+            plan: "gold".to_owned(),
+            direction: Direction::Down,
+            colour: Colour::Red,
+            packets: 5,
+        }],
+    }
+}
+
+/// `GET /metrics` with a plain HTTP/1.1 request; returns (status line, body).
+async fn scrape(addr: std::net::SocketAddr) -> (String, String) {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut response = String::new();
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        stream.read_to_string(&mut response),
+    )
+    .await
+    .expect("scrape answers within 10 s")
+    .unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    (head.lines().next().unwrap().to_owned(), body.to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_endpoint_serves_valid_prometheus_text() {
+    let guard = kbng_telemetry::init("kbng-dataplane", &Default::default()).unwrap();
+    let meter = guard.meter();
+
+    let control = ControlMetrics::new(&meter);
+    control.set_sessions(SessionState::Active, "gold", 3);
+    control.set_sessions(SessionState::Captive, "gold", 1);
+    control.record_dora(Duration::from_millis(12));
+    control.record_aaa(
+        AaaBackend::Radius,
+        AaaResult::Accept,
+        Duration::from_millis(4),
+    );
+    control.record_programming(16, Outcome::Ok, Duration::from_millis(2));
+    control.set_licence(1000, 4);
+    OperatorMetrics::new(&meter).record_reconcile("BNG", Outcome::Ok, Duration::from_millis(30));
+    let _dataplane = DataplaneMetrics::register(&meter, snapshot);
+
+    let server = guard
+        .serve_metrics("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let (status, body) = scrape(server.local_addr()).await;
+    assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
+
+    for line in [
+        "# TYPE kbng_sessions gauge",
+        r#"kbng_sessions{plan="gold",state="active"} 3"#,
+        r#"kbng_sessions{plan="gold",state="captive"} 1"#,
+        "# TYPE kbng_dhcp_dora_duration_seconds histogram",
+        r#"kbng_dhcp_dora_duration_seconds_bucket{le="0.01"} 0"#,
+        r#"kbng_dhcp_dora_duration_seconds_bucket{le="0.025"} 1"#,
+        r#"kbng_dhcp_dora_duration_seconds_bucket{le="+Inf"} 1"#,
+        "kbng_dhcp_dora_duration_seconds_sum 0.012",
+        "kbng_dhcp_dora_duration_seconds_count 1",
+        r#"kbng_aaa_duration_seconds_count{backend="radius",result="accept"} 1"#,
+        r#"kbng_programming_batch_size_bucket{le="16"} 1"#,
+        r#"kbng_programming_duration_seconds_count{result="ok"} 1"#,
+        "kbng_licence_sessions_limit 1000",
+        "kbng_licence_sessions_usage 4",
+        r#"kbng_operator_reconcile_duration_seconds_count{kind="BNG",result="ok"} 1"#,
+        "# TYPE kbng_dataplane_packets_total counter",
+        r#"kbng_dataplane_packets_total{direction="down",worker="1"} 2000"#,
+        r#"kbng_dataplane_io_bytes_total{direction="down",worker="0"} 3000000"#,
+        r#"kbng_dataplane_drops_total{node="session-lookup",reason="no session",worker="1"} 7"#,
+        r#"kbng_dataplane_node_vectors_total{node="ethernet-input",worker="0"} 3000"#,
+        r#"kbng_dataplane_node_cycles_total{node="ethernet-input",worker="0"} 90000"#,
+        r#"kbng_policer_packets_total{colour="red",direction="down",plan="gold"} 5"#,
+    ] {
+        assert!(
+            body.lines().any(|l| l == line),
+            "missing line {line:?} in:\n{body}"
+        );
+    }
+    let target_info = body
+        .lines()
+        .find(|l| l.starts_with("target_info{"))
+        .unwrap();
+    assert!(
+        target_info.contains(r#"service_name="kbng-dataplane""#),
+        "{target_info}"
+    );
+
+    promtool_check(&body).await;
+    drop(server);
+    drop(guard);
+}
+
+/// `promtool check metrics` must accept the scrape without a single complaint. Skipped with a
+/// note when promtool is missing, except in CI (`CI` set), where that is a failure.
+async fn promtool_check(body: &str) {
+    let child = tokio::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn();
+    let mut child = match child {
+        Ok(child) => child,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "promtool is required in CI (Debian package `prometheus`, telemetry/PACKAGES)"
+            );
+            eprintln!("promtool not installed: skipping `promtool check metrics`");
+            return;
+        }
+        Err(e) => panic!("running promtool: {e}"),
+    };
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(body.as_bytes()).await.unwrap();
+    drop(stdin);
+    let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("promtool finishes within 30 s")
+        .unwrap();
+    let complaints = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && complaints.trim().is_empty(),
+        "promtool check metrics: {}\n{complaints}\n--- scrape ---\n{body}",
+        out.status
+    );
+}
