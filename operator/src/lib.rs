@@ -23,6 +23,8 @@
 pub mod binaries;
 pub mod build;
 pub mod config;
+pub mod lease;
 pub mod placement;
 pub mod plan;
+pub mod reconcile;
 pub mod status;

@@ -1,0 +1,233 @@
+//! The kube-rs adapters: one Controller per resource kind, sharing a [`Context`].
+//!
+//! Reconcilers return `Err` only for what retrying can fix (the API server unreachable, a
+//! conflict); those requeue with exponential backoff per object. Bad input is written to
+//! status and events and the reconcile succeeds, so nothing crash-loops on a bad CR.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ed25519_dalek::VerifyingKey;
+use futures::StreamExt;
+use k8s_openapi::jiff::Timestamp;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::{controller::Action, watcher};
+use kube::{Client, Resource};
+use tracing::{info, warn};
+
+use crate::config::WorkloadConfig;
+
+pub mod bng;
+pub mod licence;
+pub mod plan;
+
+/// The controller name in events (`reportingController`).
+pub const CONTROLLER: &str = "kbng.dev/operator";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("building owned objects: {0}")]
+    Build(#[from] crate::build::BuildError),
+    #[error("encoding status: {0}")]
+    Encode(#[from] serde_json::Error),
+}
+
+/// What every reconciler shares.
+pub struct Context {
+    pub client: Client,
+    pub licence_key: VerifyingKey,
+    pub workload: WorkloadConfig,
+    pub drain_timeout: Duration,
+    pub recorder: Recorder,
+    /// Consecutive failures per object, for exponential backoff.
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("workload", &self.workload)
+            .field("drain_timeout", &self.drain_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Context {
+    pub fn new(
+        client: Client,
+        licence_key: VerifyingKey,
+        workload: WorkloadConfig,
+        drain_timeout: Duration,
+        identity: String,
+    ) -> Context {
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: CONTROLLER.into(),
+                instance: Some(identity),
+            },
+        );
+        Context {
+            client,
+            licence_key,
+            workload,
+            drain_timeout,
+            recorder,
+            failures: Mutex::default(),
+        }
+    }
+
+    /// Publishes an event about `obj`; a failure to publish is logged, never fatal.
+    pub async fn event<K: Resource<DynamicType = ()>>(
+        &self,
+        obj: &K,
+        warning: bool,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        let ev = Event {
+            type_: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: reason.into(),
+            note: Some(truncate(note, 1000)),
+            action: action.into(),
+            secondary: None,
+        };
+        if let Err(err) = self.recorder.publish(&ev, &obj.object_ref(&())).await {
+            warn!(%err, reason, "could not publish event");
+        }
+    }
+
+    fn succeeded(&self, key: &str) {
+        if let Ok(mut f) = self.failures.lock() {
+            f.remove(key);
+        }
+    }
+
+    /// The next retry delay for `key`: 2 s doubling up to 5 min.
+    fn backoff(&self, key: &str) -> Duration {
+        let n = match self.failures.lock() {
+            Ok(mut f) => {
+                let n = f.entry(key.to_string()).or_insert(0);
+                *n = n.saturating_add(1);
+                *n
+            }
+            Err(_) => 1,
+        };
+        backoff_delay(n)
+    }
+}
+
+/// Exponential backoff for the `n`th consecutive failure (1-based).
+pub fn backoff_delay(n: u32) -> Duration {
+    let secs = 2u64.saturating_mul(1u64 << n.saturating_sub(1).min(10));
+    Duration::from_secs(secs.min(300))
+}
+
+fn truncate(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut cut = max;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+    }
+    s
+}
+
+/// Now, to the second: Kubernetes stores condition times with second precision, and a
+/// status compared with what the server returns must not differ in nanoseconds alone.
+pub fn now_secs() -> Timestamp {
+    let now = Timestamp::now();
+    Timestamp::from_second(now.as_second()).unwrap_or(now)
+}
+
+fn key_of<K>(obj: &K) -> String
+where
+    K: Resource,
+    K::DynamicType: Default,
+{
+    let m = obj.meta();
+    format!(
+        "{}/{}/{}",
+        K::kind(&Default::default()),
+        m.namespace.as_deref().unwrap_or(""),
+        m.name.as_deref().unwrap_or("")
+    )
+}
+
+pub(crate) fn error_policy<K>(obj: Arc<K>, err: &ReconcileError, ctx: Arc<Context>) -> Action
+where
+    K: Resource,
+    K::DynamicType: Default,
+{
+    let key = key_of(obj.as_ref());
+    let delay = ctx.backoff(&key);
+    warn!(object = %key, %err, retry_in = ?delay, "reconcile failed");
+    Action::requeue(delay)
+}
+
+/// Runs the three controllers until one stream ends (shutdown) or `stop` resolves.
+pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
+    let wc = watcher::Config::default().any_semantic();
+    let licences = licence::controller(&ctx.client, namespace.as_deref(), wc.clone())
+        .run(licence::reconcile, error_policy, ctx.clone())
+        .for_each(|r| async move { log_result(r) });
+    let plans = plan::controller(&ctx.client, namespace.as_deref(), wc.clone())
+        .run(plan::reconcile, error_policy, ctx.clone())
+        .for_each(|r| async move { log_result(r) });
+    let bngs = bng::controller(&ctx.client, namespace.as_deref(), wc)
+        .run(bng::reconcile, error_policy, ctx.clone())
+        .for_each(|r| async move { log_result(r) });
+    info!("controllers started");
+    tokio::join!(licences, plans, bngs);
+}
+
+fn log_result<K: Resource, E: std::fmt::Display>(
+    r: Result<(kube::runtime::reflector::ObjectRef<K>, Action), E>,
+) where
+    K::DynamicType: std::fmt::Debug,
+{
+    match r {
+        Ok((obj, _)) => tracing::debug!(object = %obj, "reconciled"),
+        Err(err) => tracing::debug!(%err, "reconcile did not complete"),
+    }
+}
+
+/// Api for a namespaced kind, in one namespace or all.
+pub(crate) fn api<K>(client: &Client, namespace: Option<&str>) -> kube::Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+{
+    match namespace {
+        Some(ns) => kube::Api::namespaced(client.clone(), ns),
+        None => kube::Api::all(client.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        assert_eq!(backoff_delay(1), Duration::from_secs(2));
+        assert_eq!(backoff_delay(2), Duration::from_secs(4));
+        assert_eq!(backoff_delay(5), Duration::from_secs(32));
+        assert_eq!(backoff_delay(9), Duration::from_secs(300));
+        assert_eq!(backoff_delay(u32::MAX), Duration::from_secs(300));
+    }
+
+    #[test]
+    fn truncate_respects_char_boundaries() {
+        assert_eq!(truncate("héllo".into(), 2), "h");
+        assert_eq!(truncate("abc".into(), 10), "abc");
+    }
+}
