@@ -128,6 +128,7 @@ async fn metrics_endpoint_serves_valid_prometheus_text() {
     );
 
     promtool_check(&body).await;
+    dashboard_uses_only_exposed_metrics(&body);
     drop(server);
     drop(guard);
 }
@@ -171,4 +172,35 @@ async fn promtool_check(body: &str) {
         "promtool check metrics: {}\n{complaints}\n--- scrape ---\n{body}",
         out.status
     );
+}
+
+/// Every `kbng_*` series the Grafana dashboard queries is one this scrape exposes.
+fn dashboard_uses_only_exposed_metrics(body: &str) {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/grafana-dashboard.json");
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let exprs: Vec<&str> = dashboard["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["targets"].as_array().into_iter().flatten())
+        .filter_map(|t| t["expr"].as_str())
+        .collect();
+    assert!(exprs.len() > 10, "the dashboard has its queries");
+    for expr in exprs {
+        for (start, _) in expr.match_indices("kbng_") {
+            let name: String = expr[start..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            let family = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|s| name.strip_suffix(s))
+                .unwrap_or(&name);
+            assert!(
+                body.contains(&format!("# TYPE {family} ")),
+                "dashboard query uses {name}, which /metrics does not expose: {expr}"
+            );
+        }
+    }
 }
