@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Installs everything the build and the test suites need on a fresh Debian machine, and
 # nothing when it is all there already (so a warm CI run spends no time here).
-# Package lists: tests/setup/apt-packages.txt plus every tests/*/PACKAGES.
+# Package lists: tests/setup/apt-packages.txt plus every */PACKAGES and tests/*/PACKAGES.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 
 wanted() {
-    cat "$here/apt-packages.txt" "$root"/tests/*/PACKAGES 2>/dev/null |
+    cat "$here/apt-packages.txt" "$root"/*/PACKAGES "$root"/tests/*/PACKAGES 2>/dev/null |
         sed -e 's/#.*//' -e 's/[[:space:]]//g' | grep -v '^$' | sort -u
 }
 
