@@ -108,14 +108,14 @@ pub fn channel(capacity: usize) -> (CommandSender, CommandReceiver) {
 }
 
 impl CommandSender {
-    /// Queue a command; gives it back if the ring is full.
-    pub fn try_send(&mut self, cmd: Command) -> Result<(), Command> {
+    /// Queue a command; `false` if the ring is full (nothing queued).
+    pub fn try_send(&mut self, cmd: Command) -> bool {
         match self.producer.push(cmd) {
             Ok(()) => {
                 self.pushed += 1;
-                Ok(())
+                true
             }
-            Err(rtrb::PushError::Full(c)) => Err(c),
+            Err(rtrb::PushError::Full(_)) => false,
         }
     }
     /// Free places in the ring.

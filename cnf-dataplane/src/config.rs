@@ -194,13 +194,13 @@ impl Config {
         if args.in_memory && args.no_huge {
             errors.push("--in-memory cannot be combined with --no-huge (EAL)".into());
         }
-        if let Some(n) = args.bench_sessions {
-            if n > args.sessions {
-                errors.push(format!(
-                    "--bench-sessions {n} > --sessions {}",
-                    args.sessions
-                ));
-            }
+        if let Some(n) = args.bench_sessions
+            && n > args.sessions
+        {
+            errors.push(format!(
+                "--bench-sessions {n} > --sessions {}",
+                args.sessions
+            ));
         }
         if !(args.grpc_listen.starts_with("unix:")
             || args.grpc_listen.parse::<std::net::SocketAddr>().is_ok())

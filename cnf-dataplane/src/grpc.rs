@@ -83,10 +83,10 @@ impl DataplaneService {
                         worker: u32::from(rec.worker),
                     };
                     let tx = self.subscriber.lock().ok().and_then(|s| s.clone());
-                    if let Some(tx) = tx {
-                        if tx.try_send(Ok(frame)).is_err() {
-                            tracing::debug!("punt stream full or closed; frame dropped");
-                        }
+                    if let Some(tx) = tx
+                        && tx.try_send(Ok(frame)).is_err()
+                    {
+                        tracing::debug!("punt stream full or closed; frame dropped");
                     }
                 }
             }
@@ -365,10 +365,10 @@ impl Dataplane for DataplaneService {
                     data: [0; PUNT_SNAPLEN],
                 };
                 rec.data[..f.frame.len()].copy_from_slice(&f.frame);
-                if let Ok(mut g) = inject.lock() {
-                    if let Some(p) = g.as_mut() {
-                        let _ = p.push(rec);
-                    }
+                if let Ok(mut g) = inject.lock()
+                    && let Some(p) = g.as_mut()
+                {
+                    let _ = p.push(rec);
                 }
             }
         });

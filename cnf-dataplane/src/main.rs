@@ -61,16 +61,26 @@ struct PortInfo {
     mac: [u8; 6],
 }
 
-fn open_port(
-    eal: &Eal,
-    dev: &str,
+struct PortSpec<'a> {
+    dev: &'a str,
     index: u32,
     role: pb::PortRole,
-    cfg: &Config,
     rss: RssHash,
+}
+
+fn open_port(
+    eal: &Eal,
+    spec: PortSpec<'_>,
+    cfg: &Config,
     pool: &Arc<Mempool>,
     warnings: &mut Vec<String>,
 ) -> anyhow::Result<PortInfo> {
+    let PortSpec {
+        dev,
+        index,
+        role,
+        rss,
+    } = spec;
     let name = Config::port_name(dev);
     let mut port = Port::open(eal, name).with_context(|| format!("opening port {name}"))?;
     let info = port.device_info().context("device info")?;
@@ -153,35 +163,39 @@ fn run(cfg: Config) -> anyhow::Result<()> {
     );
     let mut access = open_port(
         &eal,
-        &cfg.args.access,
-        0,
-        pb::PortRole::Access,
+        PortSpec {
+            dev: &cfg.args.access,
+            index: 0,
+            role: pb::PortRole::Access,
+            rss: RssHash::IpSourceOnly,
+        },
         &cfg,
-        RssHash::IpSourceOnly,
         &pool,
         &mut warnings,
     )?;
     let mut uplink = open_port(
         &eal,
-        &cfg.args.uplink,
-        1,
-        pb::PortRole::Uplink,
+        PortSpec {
+            dev: &cfg.args.uplink,
+            index: 1,
+            role: pb::PortRole::Uplink,
+            rss: RssHash::IpDestinationOnly,
+        },
         &cfg,
-        RssHash::IpDestinationOnly,
         &pool,
         &mut warnings,
     )?;
     for p in [&access, &uplink] {
         for (core, s) in cfg.worker_cores.iter().zip(&worker_sockets) {
             let ps = p.port.socket_id();
-            if let (Some(ps), Some(ws)) = (ps, *s) {
-                if ps != ws {
-                    warnings.push(format!(
-                        "NUMA MISMATCH: port {} is on node {ps} but worker core {core} is on \
-                         node {ws}: every packet crosses the interconnect",
-                        p.proto.device_name
-                    ));
-                }
+            if let (Some(ps), Some(ws)) = (ps, *s)
+                && ps != ws
+            {
+                warnings.push(format!(
+                    "NUMA MISMATCH: port {} is on node {ps} but worker core {core} is on \
+                     node {ws}: every packet crosses the interconnect",
+                    p.proto.device_name
+                ));
             }
         }
     }

@@ -340,7 +340,7 @@ async fn subscriber_traffic_through_the_real_binary() {
         plans: vec![pb::Plan {
             plan_id: 1,
             name: "100M".into(),
-            upstream: Some(meter.clone()),
+            upstream: Some(meter),
             downstream: Some(pb::Meter {
                 mode: pb::MeterMode::Srtcm as i32,
                 ..meter

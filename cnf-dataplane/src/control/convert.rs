@@ -230,7 +230,8 @@ mod tests {
     #[test]
     fn session_fields_are_named() {
         assert!(session("s", &good(), 1).is_ok());
-        let cases: [(fn(&mut pb::Session), &str); 6] = [
+        type Mutation = fn(&mut pb::Session);
+        let cases: [(Mutation, &str); 6] = [
             (|s| s.outer_vlan = 4095, "s.outer_vlan"),
             (|s| s.inner_vlan = 5000, "s.inner_vlan"),
             (|s| s.mac = vec![1, 2], "s.mac"),
@@ -263,7 +264,7 @@ mod tests {
         assert!(e.to_string().contains("plans[0].upstream.pir_bps"));
         let ok = pb::Meter {
             pir_bps: 16_000_000,
-            ..m.clone()
+            ..m
         };
         let p = meter("u", Some(&ok), 1_000_000_000).unwrap();
         assert_eq!(

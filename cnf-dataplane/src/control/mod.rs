@@ -71,7 +71,7 @@ impl Control {
     pub async fn commit(&mut self, cmds: &[Command]) -> Result<(), ApiError> {
         for w in &mut self.workers {
             for c in cmds {
-                if w.commands.try_send(*c).is_err() {
+                if !w.commands.try_send(*c) {
                     return Err(ApiError::Internal(
                         "command ring full after reservation".into(),
                     ));

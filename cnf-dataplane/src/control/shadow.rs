@@ -252,10 +252,10 @@ impl Shadow {
                 captive: c.captive,
                 ..spec
             };
-            if spec.plan_id != 0 {
-                if let Some(n) = self.plan_users.get_mut(&spec.plan_id) {
-                    *n = n.saturating_sub(1);
-                }
+            if spec.plan_id != 0
+                && let Some(n) = self.plan_users.get_mut(&spec.plan_id)
+            {
+                *n = n.saturating_sub(1);
             }
             if new.plan_id != 0 {
                 *self.plan_users.entry(new.plan_id).or_default() += 1;
@@ -285,10 +285,10 @@ impl Shadow {
             };
             self.by_key.remove(&spec.key);
             self.by_ip.remove(&spec.ipv4);
-            if spec.plan_id != 0 {
-                if let Some(u) = self.plan_users.get_mut(&spec.plan_id) {
-                    *u = u.saturating_sub(1);
-                }
+            if spec.plan_id != 0
+                && let Some(u) = self.plan_users.get_mut(&spec.plan_id)
+            {
+                *u = u.saturating_sub(1);
             }
             self.free.push(slot);
             if let Some(x) = self.slot_ids.get_mut(slot as usize) {

@@ -100,10 +100,10 @@ impl PolicerNode {
             let next = match policy.actions[colour.index()] {
                 ColourAction::Transmit => PolicerNext::Ip4Rewrite,
                 ColourAction::Remark(dscp) => {
-                    if let Some(b) = pkt.buf.data_mut().get_mut(l3..) {
-                        if let Ok(mut ip) = Ipv4Packet::new_checked(b) {
-                            ip.set_dscp(dscp);
-                        }
+                    if let Some(b) = pkt.buf.data_mut().get_mut(l3..)
+                        && let Ok(mut ip) = Ipv4Packet::new_checked(b)
+                    {
+                        ip.set_dscp(dscp);
                     }
                     self.counters.inc(C::Remarked);
                     PolicerNext::Ip4Rewrite

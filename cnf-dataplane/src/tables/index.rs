@@ -92,11 +92,11 @@ impl Index {
     pub fn insert(&mut self, hash: u64, slot: u32) -> bool {
         let mut pos = self.home(hash);
         for _ in 0..=self.mask {
-            if let Some(w) = self.words.get_mut(pos) {
-                if *w == EMPTY {
-                    *w = word(hash, slot);
-                    return true;
-                }
+            if let Some(w) = self.words.get_mut(pos)
+                && *w == EMPTY
+            {
+                *w = word(hash, slot);
+                return true;
             }
             pos = (pos + 1) & self.mask;
         }
