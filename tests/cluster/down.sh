@@ -12,8 +12,14 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 STATE=$KBNG_CLUSTER_DIR
 STOP_TIMEOUT=${KBNG_STOP_TIMEOUT:-15}
 
-# ours PID EXE: PID is alive and still the process we started.
-ours() { [[ $(readlink "/proc/$1/exe" 2>/dev/null) == "$2" ]]; }
+# ours PID EXE: PID is alive and still the process we started. The kernel
+# appends " (deleted)" when the binary was removed meanwhile (the cache was
+# cleared or rebuilt while the cluster ran); that is still ours.
+ours() {
+  local exe
+  exe=$(readlink "/proc/$1/exe" 2>/dev/null) || return 1
+  [[ $exe == "$2" || $exe == "$2 (deleted)" ]]
+}
 
 # stop_all: TERM every recorded process (newest first, so kwok and the
 # controllers go before the apiserver, and etcd last), then KILL stragglers.
