@@ -1,0 +1,111 @@
+# shellcheck shell=bash
+# Sourced by run.sh: reporting, waiting, and starting/stopping operator processes.
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+PASSED=0
+FAILED=0
+FAILURES=()
+
+# run_test NAME FUNCTION: one named check; its output goes to the log, a failure says why.
+run_test() {
+  local name=$1 fn=$2 out
+  out=$WORK/tests/$name.log
+  mkdir -p "$WORK/tests"
+  if "$fn" >"$out" 2>&1; then
+    PASSED=$((PASSED + 1))
+    log "ok   $name"
+  else
+    FAILED=$((FAILED + 1))
+    FAILURES+=("$name")
+    log "FAIL $name"
+    sed 's/^/    | /' "$out" | tail -n 40 >&2
+  fi
+}
+
+# expect_eq ACTUAL EXPECTED WHAT
+expect_eq() {
+  if [[ $1 == "$2" ]]; then
+    echo "ok: $3 = $2"
+  else
+    echo "MISMATCH: $3"
+    echo "  expected: $2"
+    echo "  actual:   $1"
+    return 1
+  fi
+}
+
+# expect_match ACTUAL REGEX WHAT
+expect_match() {
+  if [[ $1 =~ $2 ]]; then
+    echo "ok: $3 matches /$2/"
+  else
+    echo "MISMATCH: $3 does not match /$2/"
+    echo "  actual: $1"
+    return 1
+  fi
+}
+
+# eventually SECONDS CMD...: CMD succeeds within SECONDS (polled twice a second); on
+# timeout, runs CMD once more with its output shown.
+eventually() {
+  local deadline=$((SECONDS + $1)); shift
+  until "$@" >/dev/null 2>&1; do
+    if ((SECONDS >= deadline)); then
+      echo "timed out after waiting for: $*"
+      "$@" || true
+      return 1
+    fi
+    sleep 0.5
+  done
+}
+
+# jq_true JSON-PRODUCING-CMD... -- FILTER: the filter yields true.
+jq_true() {
+  local args=() filter
+  while [[ $1 != -- ]]; do args+=("$1"); shift; done
+  shift
+  filter=$1
+  [[ $("${args[@]}" | jq -r "$filter") == true ]]
+}
+
+k() { kubectl -n "$NS" "$@"; }
+
+# --- operator processes --------------------------------------------------------
+
+declare -A OPERATOR_PIDS=()
+
+# start_operator IDENTITY: runs kbng-operator as the chart would (environment from the
+# chart's Deployment and ConfigMap, credentials of the chart's ServiceAccount).
+start_operator() {
+  local id=$1
+  (
+    # shellcheck disable=SC1091
+    source "$WORK/operator.env"
+    export KUBECONFIG=$WORK/operator.kubeconfig POD_NAME=$id
+    exec "$BIN/kbng-operator"
+  ) >>"$WORK/operator-$id.log" 2>&1 &
+  OPERATOR_PIDS[$id]=$!
+  log "started operator $id (pid ${OPERATOR_PIDS[$id]})"
+}
+
+# stop_operator IDENTITY SIGNAL
+stop_operator() {
+  local id=$1 sig=${2:-TERM} pid=${OPERATOR_PIDS[$1]:-}
+  [[ -n $pid ]] || return 0
+  kill "-$sig" "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  unset "OPERATOR_PIDS[$id]"
+  log "stopped operator $id with SIG$sig"
+}
+
+stop_all_operators() {
+  local id
+  for id in "${!OPERATOR_PIDS[@]}"; do
+    stop_operator "$id" TERM
+  done
+}
+
+lease_holder() {
+  kubectl -n "$OPERATOR_NS" get lease "$LEASE" -o jsonpath='{.spec.holderIdentity}' 2>/dev/null
+}

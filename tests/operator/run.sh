@@ -1,0 +1,436 @@
+#!/usr/bin/env bash
+# End-to-end suite of the CRDs, the Helm chart and kbng-operator against a real
+# kube-apiserver, kube-controller-manager, kube-scheduler and kwok nodes (tests/cluster).
+#
+# The operator binary runs on this machine (containers cannot run here) with exactly
+# the chart's configuration: the environment of the chart's Deployment, the licence key
+# from the chart's ConfigMap, and a token of the chart's ServiceAccount, so the chart's
+# RBAC is what authorises it.
+#
+# Prints one line per check and `N passed, M failed` last; exits 1 on any failure.
+# Needs: cargo, jq, openssl, and what tests/cluster needs (it builds the control plane
+# into /var/cache/kbng on first use).
+# Env: KBNG_OPERATOR_CLUSTER_DIR (state folder of this suite's cluster),
+#      KBNG_KEEP=1 (leave the cluster and work folder for a look around),
+#      KBNG_E2E_CRD_OVERRIDE=DIR (try CRD YAML from DIR instead of crds/yaml, in a copy of
+#      the chart: for checking a CRD fix before it is generated; the run says so loudly).
+set -uo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+# shellcheck source=lib.sh
+source "$HERE/lib.sh"
+
+export KBNG_CLUSTER_DIR=${KBNG_OPERATOR_CLUSTER_DIR:-/tmp/kbng-operator-e2e}
+WORK=$(mktemp -d /tmp/kbng-operator-e2e.XXXXXX)
+NS=kbng
+OPERATOR_NS=kbng-system
+RELEASE=kbng
+LEASE=kbng-operator
+CRD_DIR=$ROOT/crds/yaml
+CHART=$ROOT/charts/kbng
+SAMPLES=$ROOT/deploy/samples
+BIN=${CARGO_TARGET_DIR:-$ROOT/target}/debug
+
+cleanup() {
+  stop_all_operators
+  if [[ ${KBNG_KEEP:-} == 1 ]]; then
+    log "KBNG_KEEP=1: cluster left in $KBNG_CLUSTER_DIR, work in $WORK"
+  else
+    "$ROOT/tests/cluster/down.sh" >/dev/null 2>&1 || true
+    rm -rf "$WORK"
+  fi
+}
+
+# --- set-up ------------------------------------------------------------------------
+
+setup() {
+  command -v jq >/dev/null || { log "jq is required (apt-get install jq)"; return 1; }
+  log "building kbng-operator and kbngctl"
+  (cd "$ROOT" && cargo build -q -p kbng-operator -p kbngctl) || return 1
+  if [[ -s $KBNG_CLUSTER_DIR/pids ]]; then
+    log "a cluster from an earlier run is still up in $KBNG_CLUSTER_DIR; stopping it"
+    "$ROOT/tests/cluster/down.sh" >/dev/null 2>&1 || true
+  fi
+  "$ROOT/tests/cluster/up.sh" || return 1
+  # shellcheck disable=SC1091
+  source "$KBNG_CLUSTER_DIR/env"
+  "$ROOT/tests/cluster/nodes.sh" || return 1
+  kubectl create namespace "$NS" >/dev/null || return 1
+  # The lab signing key is published on purpose (deploy/samples); tests issue fresh
+  # licences with it so that their validity window always contains now.
+  cp "$SAMPLES/lab-signing.key" "$WORK/seed"
+  if [[ -n ${KBNG_E2E_CRD_OVERRIDE:-} ]]; then
+    log "WARNING: KBNG_E2E_CRD_OVERRIDE: testing CRDs from $KBNG_E2E_CRD_OVERRIDE, not crds/yaml"
+    cp -r "$ROOT/charts/kbng" "$WORK/chart"
+    rm -f "$WORK/chart/crds/"*.yaml
+    cp "$KBNG_E2E_CRD_OVERRIDE"/*.yaml "$WORK/chart/crds/"
+    CHART=$WORK/chart
+    CRD_DIR=$KBNG_E2E_CRD_OVERRIDE
+  fi
+}
+
+issue_licence() { # NAME MAX_SESSIONS [extra kbngctl args]
+  local name=$1 max=$2; shift 2
+  "$BIN/kbngctl" licence issue --signing-key "$WORK/seed" --name "$name" --namespace "$NS" \
+    --customer "Example Telco Lab" --licence-id "LAB-$name" --max-sessions "$max" "$@"
+}
+
+# sample plan INDEX (0: basic-50m, 1: premium-1g) as JSON, renamed.
+plan_json() { # INDEX NAME
+  kubectl create --dry-run=client -o json -f "$SAMPLES/plans.yaml" |
+    jq -s --arg n "$2" ".[$1] | .metadata.name = \$n"
+}
+
+# sample BNG as JSON, renamed, with a jq edit applied.
+bng_json() { # NAME JQ-EDIT
+  kubectl create --dry-run=client -o json -f "$SAMPLES/bng.yaml" |
+    jq --arg n "$1" ".metadata.name = \$n | $2"
+}
+
+# --- chart and CRDs ----------------------------------------------------------------
+
+t_chart_crds_are_the_generated_crds() {
+  diff -r "$ROOT/crds/yaml" "$ROOT/charts/kbng/crds" && echo "identical"
+}
+
+t_helm_lint_strict() {
+  helm lint --strict "$CHART" -f "$CHART/ci/lab-values.yaml"
+}
+
+t_helm_schema_rejects_bad_values() {
+  local bad rc=0 out
+  for bad in "replicaCount=0" "sessionStore.kind=nfs" "licence.publicKey=not-a-key" \
+             "logFormat=xml" "drainTimeoutSeconds=-1" "nosuchvalue=1"; do
+    if out=$(helm template x "$ROOT/charts/kbng" -f "$ROOT/charts/kbng/ci/lab-values.yaml" \
+               --set "$bad" 2>&1); then
+      echo "ACCEPTED bad value $bad"; rc=1
+    else
+      expect_match "$out" "values don't meet the specifications of the schema|schema" "refusal of $bad" || rc=1
+    fi
+  done
+  # And a missing key is refused with the chart's own message.
+  out=$(helm template x "$ROOT/charts/kbng" 2>&1) && { echo "ACCEPTED no public key"; rc=1; }
+  expect_match "$out" "licence.publicKey is required" "refusal without a key" || rc=1
+  return $rc
+}
+
+t_helm_install() {
+  helm install "$RELEASE" "$CHART" -n "$OPERATOR_NS" --create-namespace \
+    -f "$ROOT/charts/kbng/ci/lab-values.yaml" --wait --timeout 120s || return 1
+  local crd
+  for crd in bngs subscriberplans licences; do
+    kubectl wait --for=condition=Established "crd/$crd.kbng.dev" --timeout=30s || return 1
+  done
+  expect_eq "$(kubectl -n "$OPERATOR_NS" get deploy kbng-operator -o jsonpath='{.status.availableReplicas}')" 2 "operator replicas available (kwok)" &&
+  kubectl get clusterrole kbng-operator >/dev/null &&
+  kubectl -n "$OPERATOR_NS" get role kbng-operator-leader >/dev/null
+}
+
+t_crds_apply_server_side() {
+  kubectl apply --server-side --force-conflicts -f "$CRD_DIR"
+}
+
+# --- the API server refuses bad CRs --------------------------------------------------
+
+# refused NAME JSON REGEX: server-side dry run with strict field validation fails with REGEX.
+refused() {
+  local out
+  if out=$(kubectl apply --dry-run=server --validate=strict -f - <<<"$2" 2>&1); then
+    echo "ACCEPTED: $1"; return 1
+  fi
+  expect_match "$out" "$3" "$1"
+}
+
+t_bad_crs_are_refused() {
+  local plan rc=0
+  plan=$(plan_json 1 premium-bad)
+  refused "typo'd field" "$(bng_json typo '.spec.dataplane.workerCore = 2')" \
+    'unknown field "spec.dataplane.workerCore"' || rc=1
+  refused "PIR < CIR" "$(jq '.spec.downstream.pirBps = 1000000' <<<"$plan")" \
+    'pirBps must be at least cirBps' || rc=1
+  refused "VLAN 4096" "$(bng_json vlan '.spec.access.outerVlans[0].last = 4096')" \
+    'outerVlans\[0\]\.last.*(less than or equal to 4094|4094)' || rc=1
+  refused "bad CIDR" "$(bng_json cidr '.spec.pools[0].cidr = "100.64.0.0/33"')" \
+    'pools\[0\]\.cidr' || rc=1
+  refused "host bits in CIDR" "$(bng_json host '.spec.pools[0].cidr = "100.64.0.1/16"')" \
+    'cidr must not have host bits set' || rc=1
+  refused "gateway outside the pool" "$(bng_json gw '.spec.pools[0].gateway = "10.9.9.9"')" \
+    'gateway must be inside cidr' || rc=1
+  return $rc
+}
+
+t_valid_samples_are_accepted() {
+  kubectl apply --dry-run=server --validate=strict -f "$SAMPLES/bng.yaml" \
+    -f "$SAMPLES/plans.yaml" -f "$SAMPLES/licence.yaml"
+}
+
+# --- the operator, configured by the chart ---------------------------------------------
+
+t_operator_starts_with_the_charts_config_and_rbac() {
+  local dep token
+  dep=$(kubectl -n "$OPERATOR_NS" get deploy kbng-operator -o json) || return 1
+  # Literal env values of the chart's container, plus what the pod would get from the
+  # downward API and the ConfigMap.
+  jq -r '.spec.template.spec.containers[0].env[] | select(.value != null)
+         | "export \(.name)=\(.value | @sh)"' <<<"$dep" >"$WORK/operator.env"
+  echo "export POD_NAMESPACE=$OPERATOR_NS" >>"$WORK/operator.env"
+  echo "export KBNG_LICENCE_PUBLIC_KEY=$(kubectl -n "$OPERATOR_NS" get cm kbng-operator \
+    -o jsonpath='{.data.licencePublicKey}')" >>"$WORK/operator.env"
+  cat "$WORK/operator.env"
+  token=$(kubectl -n "$OPERATOR_NS" create token kbng-operator --duration=2h) || return 1
+  cat >"$WORK/operator.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: kbng
+  cluster:
+    server: $KBNG_APISERVER_URL
+    certificate-authority-data: $(base64 -w0 "$KBNG_CLUSTER_CA")
+users:
+- name: kbng-operator
+  user:
+    token: $token
+contexts:
+- name: kbng
+  context: {cluster: kbng, user: kbng-operator}
+current-context: kbng
+EOF
+  start_operator op-a
+  eventually 30 grep -q "controllers started" "$WORK/operator-op-a.log" &&
+  expect_eq "$(lease_holder)" op-a "Lease holder"
+}
+
+t_licences_are_verified() {
+  local rc=0
+  issue_licence lab-licence 1000 --days 30 | kubectl apply -f - || return 1
+  # Forged: signed for 1000 sessions, then edited to claim a million.
+  issue_licence forged 1000 | sed 's/^  maxSessions: 1000$/  maxSessions: 1000000/' |
+    kubectl apply -f - || return 1
+  issue_licence expired 1000 --not-before "$(date -u -d '-400 days' +%Y-%m-%dT%H:%M:%SZ)" --days 1 |
+    kubectl apply -f - || return 1
+  eventually 20 jq_true k get lic lab-licence -o json -- '.status.valid == true' || rc=1
+  local s
+  s=$(k get lic lab-licence -o json | jq -c '.status | {valid, reason, maxSessions, source, daysRemaining}')
+  expect_match "$s" '"valid":true,"reason":"Verified","maxSessions":1000,"source":"licence","daysRemaining":(29|30)' "valid licence status" || rc=1
+  eventually 20 jq_true k get lic forged -o json -- '.status.reason == "BadSignature"' || rc=1
+  s=$(k get lic forged -o json | jq -c '.status | {valid, maxSessions, source}')
+  expect_eq "$s" '{"valid":false,"maxSessions":64,"source":"free-baseline"}' "forged licence status" || rc=1
+  eventually 20 jq_true k get lic expired -o json -- '.status.reason == "Expired" and .status.valid == false' || rc=1
+  return $rc
+}
+
+# --- workloads ---------------------------------------------------------------------
+
+t_licence_plans_and_bng_produce_the_workloads() {
+  kubectl apply -f "$SAMPLES/plans.yaml" -f "$SAMPLES/bng.yaml" || return 1
+  eventually 30 k get deploy lab-dataplane || return 1
+  eventually 30 k get sts lab-control || return 1
+  local dep c rc=0 want
+  dep=$(k get deploy lab-dataplane -o json)
+  c=$(jq '.spec.template.spec.containers[0]' <<<"$dep")
+  want='{"cpu":"3","hugepages-1Gi":"2Gi","intel.com/sriov_access":"1","intel.com/sriov_uplink":"1","memory":"1Gi"}'
+  expect_eq "$(jq -cS '.resources.requests' <<<"$c")" "$want" "dataplane requests" || rc=1
+  expect_eq "$(jq -cS '.resources.limits' <<<"$c")" "$want" "dataplane limits" || rc=1
+  expect_eq "$(jq -r '.spec.template.metadata.annotations["k8s.v1.cni.cncf.io/networks"]' <<<"$dep")" \
+    '[{"interface":"access0","name":"sriov-access"},{"interface":"uplink0","name":"sriov-uplink"}]' \
+    "Multus annotation" || rc=1
+  expect_eq "$(jq -c '.securityContext.capabilities' <<<"$c")" \
+    '{"add":["IPC_LOCK","NET_RAW","SYS_NICE"],"drop":["ALL"]}' "capabilities" || rc=1
+  expect_eq "$(jq -c '.securityContext | {privileged, allowPrivilegeEscalation, readOnlyRootFilesystem}' <<<"$c")" \
+    '{"privileged":false,"allowPrivilegeEscalation":false,"readOnlyRootFilesystem":true}' "security context" || rc=1
+  expect_eq "$(jq -c '.spec.template.spec.volumes[] | select(.name == "hugepages") | .emptyDir' <<<"$dep")" \
+    '{"medium":"HugePages"}' "hugepages volume" || rc=1
+  expect_eq "$(jq -r '.volumeMounts[] | select(.name == "hugepages") | .mountPath' <<<"$c")" /dev/hugepages "hugepages mount" || rc=1
+  expect_eq "$(jq -r '.env[] | select(.name == "KBNG_WORKER_CORES") | .value' <<<"$c")" 2 "worker cores env" || rc=1
+  expect_eq "$(jq -r '.spec.template.spec.nodeSelector["feature.node.kubernetes.io/network-sriov.capable"]' <<<"$dep")" true "nodeSelector" || rc=1
+  expect_eq "$(jq -c '.metadata.ownerReferences[0] | {kind, name, controller}' <<<"$dep")" \
+    '{"kind":"BNG","name":"lab","controller":true}' "owner reference" || rc=1
+  # The API server's own verdict on the pod: Guaranteed QoS.
+  eventually 30 jq_true k get pods -l app.kubernetes.io/instance=lab,app.kubernetes.io/component=dataplane -o json -- \
+    '.items | length == 1 and .[0].status.qosClass == "Guaranteed"' || rc=1
+  local sts cm
+  sts=$(k get sts lab-control -o json)
+  expect_eq "$(jq -c '.spec.template.spec.volumes[] | select(.name == "session-store") | .emptyDir' <<<"$sts")" '{}' \
+    "session store volume (lab values: emptydir)" || rc=1
+  expect_eq "$(jq -r '.spec.template.spec.serviceAccountName' <<<"$sts")" lab-control "control service account" || rc=1
+  expect_eq "$(k get svc lab-control -o jsonpath='{.spec.clusterIP}')" None "headless service" || rc=1
+  expect_eq "$(k get rolebinding lab-control -o jsonpath='{.subjects[0].name}')" lab-control "role binding" || rc=1
+  expect_eq "$(k get role lab-control -o json | jq -c '[.rules[] | select((.resources | index("pods")) and (.verbs | index("patch"))) | .resourceNames]')" \
+    '[["lab-control-0"]]' "control may patch only its own pod" || rc=1
+  eventually 20 jq_true k get cm lab-control -o json -- \
+    '.data["control.json"] | fromjson | .sessionCap == 1000 and (.plans | map(.name)) == ["basic-50m", "premium-1g"]' || rc=1
+  eventually 20 jq_true k get bng lab -o json -- \
+    '.status.observedGeneration == .metadata.generation and .status.sessions.cap == 1000 and .status.licenceSource == "licence"' || rc=1
+  return $rc
+}
+
+t_scheduler_places_dataplanes_only_where_they_fit() {
+  local rc=0 node
+  eventually 30 jq_true k get pods -l app.kubernetes.io/instance=lab,app.kubernetes.io/component=dataplane -o json -- \
+    '.items[0].spec.nodeName != null' || return 1
+  node=$(k get pods -l app.kubernetes.io/instance=lab,app.kubernetes.io/component=dataplane -o jsonpath='{.items[0].spec.nodeName}')
+  expect_match "$node" '^kbng-sriov-[ab]$' "lab dataplane node" || rc=1
+  eventually 20 jq_true k get bng lab -o json -- ".status.dataplanes[0].node == \"$node\"" || rc=1
+  expect_match "$(k get bng lab -o jsonpath='{.status.dataplanes[0].placement}')" "scheduled on $node" "placement in status" || rc=1
+  # Without a nodeSelector, resources alone keep 3 dataplanes off the plain node.
+  bng_json spread 'del(.spec.dataplane.nodeSelector) | .spec.dataplane.replicas = 3' | kubectl apply -f - || return 1
+  eventually 40 jq_true k get pods -l app.kubernetes.io/instance=spread,app.kubernetes.io/component=dataplane -o json -- \
+    '[.items[] | select(.spec.nodeName != null)] | length == 3' || rc=1
+  expect_eq "$(k get pods -l app.kubernetes.io/instance=spread,app.kubernetes.io/component=dataplane \
+    -o json | jq -c '[.items[].spec.nodeName | select(. == "kbng-plain-a")]')" '[]' "no dataplane on the plain node" || rc=1
+  # More hugepages than any node has: Pending, and the BNG says why.
+  bng_json huge '.spec.dataplane.hugepages.count = 32' | kubectl apply -f - || return 1
+  eventually 40 jq_true k get bng huge -o json -- \
+    '.status.dataplanes[0].placement // "" | test("Insufficient hugepages-1Gi")' || rc=1
+  expect_eq "$(k get pods -l app.kubernetes.io/instance=huge,app.kubernetes.io/component=dataplane -o jsonpath='{.items[0].status.phase}/{.items[0].spec.nodeName}')" \
+    "Pending/" "huge dataplane pod unbound" || rc=1
+  expect_eq "$(k get bng huge -o jsonpath='{.status.dataplanes[0].node}')" "" "no node in status" || rc=1
+  expect_eq "$(k get bng huge -o json | jq -r '.status.conditions[] | select(.type == "Stalled") | "\(.status)/\(.reason)"')" \
+    True/Unschedulable "huge BNG stalled" || rc=1
+  # More cores than any node has: Stalled with the numbers.
+  bng_json cores '.spec.dataplane.workerCores = 40' | kubectl apply -f - || return 1
+  eventually 30 jq_true k get bng cores -o json -- \
+    '.status.conditions[] | select(.type == "Stalled") | .status == "True" and (.message | test("41 CPUs requested"))' || rc=1
+  eventually 20 jq_true k get events.events.k8s.io -o json -- \
+    '[.items[] | select(.regarding.name == "cores" and .type == "Warning" and .reason == "Unschedulable")] | length >= 1' || rc=1
+  k delete bng spread huge cores --wait=false
+  return $rc
+}
+
+t_bad_input_is_reported_not_retried() {
+  local rc=0
+  # A plan that does not exist, and a forged licence: status, events, free baseline.
+  bng_json noplan '.spec.plans = [{"name": "basic-50m"}, {"name": "gold"}] | .spec.licenceRef.name = "forged"' |
+    kubectl apply -f - || return 1
+  eventually 30 jq_true k get bng noplan -o json -- \
+    '.status.conditions[] | select(.type == "Stalled") | .status == "True" and .reason == "PlanNotFound" and (.message | test("gold"))' || rc=1
+  eventually 20 jq_true k get bng noplan -o json -- \
+    '.status.sessions.cap == 64 and .status.licenceSource == "free-baseline"' || rc=1
+  expect_eq "$(k get bng noplan -o json | jq -r '.status.conditions[] | select(.type == "LicenceValid") | "\(.status)/\(.reason)"')" \
+    False/BadSignature "LicenceValid" || rc=1
+  eventually 20 jq_true k get cm noplan-control -o json -- \
+    '.data["control.json"] | fromjson | .sessionCap == 64 and .licenceSource == "free-baseline" and (.plans | map(.name)) == ["basic-50m"]' || rc=1
+  eventually 20 jq_true k get events.events.k8s.io -o json -- \
+    '[.items[] | select(.regarding.name == "noplan" and .type == "Warning" and .reason == "PlanNotFound")] | length >= 1' || rc=1
+  # The operator kept running and logged no reconcile error for it.
+  kill -0 "${OPERATOR_PIDS[op-a]}" || { echo "operator died"; rc=1; }
+  if grep -q "reconcile failed" "$WORK/operator-op-a.log"; then
+    echo "reconcile errors in the operator log:"; grep "reconcile failed" "$WORK/operator-op-a.log" | tail -5; rc=1
+  fi
+  # Fixing the input un-stalls it.
+  plan_json 0 gold | kubectl apply -f - || return 1
+  eventually 30 jq_true k get bng noplan -o json -- \
+    '.status.conditions[] | select(.type == "Stalled") | .status == "False"' || rc=1
+  k delete bng noplan --wait=false
+  return $rc
+}
+
+t_plan_edit_reaches_status_and_control_config() {
+  local rc=0
+  k patch subscriberplan basic-50m --type=merge -p '{"spec":{"downstream":{"cirBps":60000000}}}' || return 1
+  eventually 20 jq_true k get subscriberplan basic-50m -o json -- \
+    '.status.observedGeneration == .metadata.generation and .metadata.generation == 2' || rc=1
+  eventually 20 jq_true k get cm lab-control -o json -- \
+    '.data["control.json"] | fromjson | .plans[] | select(.name == "basic-50m") | .downstream.cirBps == 60000000' || rc=1
+  expect_match "$(k get subscriberplan basic-50m -o json | jq -r '.status.conditions[] | select(.type == "InUse") | .message')" \
+    '^used by BNG (.*, )?lab(,|$)' "plan InUse" || rc=1
+  return $rc
+}
+
+t_operator_killed_mid_reconcile_converges() {
+  local rc=0 before after
+  before=$(k get deploy lab-dataplane -o json | jq -c '{g: .metadata.generation, spec: .spec.template}')
+  bng_json crash '.' | kubectl apply -f - || return 1
+  sleep 0.3
+  stop_operator op-a KILL
+  start_operator op-a
+  eventually 40 jq_true k get bng crash -o json -- \
+    '.status.observedGeneration == .metadata.generation and (.metadata.finalizers | index("kbng.dev/drain")) != null' || rc=1
+  local kind
+  for kind in sts/crash-control deploy/crash-dataplane cm/crash-control svc/crash-control \
+              sa/crash-control role/crash-control rolebinding/crash-control; do
+    k get "$kind" >/dev/null || { echo "missing $kind"; rc=1; }
+  done
+  sleep 3
+  after=$(k get deploy lab-dataplane -o json | jq -c '{g: .metadata.generation, spec: .spec.template}')
+  expect_eq "$after" "$before" "lab dataplane unchanged by the restart (generation and template)" || rc=1
+  k delete bng crash --wait=false
+  return $rc
+}
+
+t_only_the_lease_holder_writes() {
+  local rc=0
+  start_operator op-b
+  eventually 20 grep -q "standing by" "$WORK/operator-op-b.log" || rc=1
+  # A change while op-a leads: only op-a reports it.
+  plan_json 0 while-a-leads | kubectl apply -f - || return 1
+  eventually 20 jq_true k get events.events.k8s.io -o json -- \
+    '[.items[] | select(.regarding.name == "while-a-leads")] | length >= 1' || rc=1
+  sleep 2
+  expect_eq "$(lease_holder)" op-a "Lease holder while both run" || rc=1
+  expect_eq "$(k get events.events.k8s.io -o json | jq -c '[.items[] | select(.reportingInstance == "op-b")] | length')" 0 \
+    "events written by the standby" || rc=1
+  if grep -q "controllers started" "$WORK/operator-op-b.log"; then echo "standby started controllers"; rc=1; fi
+  # op-a stops (releases the Lease); op-b takes over and acts.
+  stop_operator op-a TERM
+  eventually 20 grep -q "leader lease acquired" "$WORK/operator-op-b.log" || rc=1
+  expect_eq "$(lease_holder)" op-b "Lease holder after hand-over" || rc=1
+  plan_json 0 while-b-leads | kubectl apply -f - || return 1
+  eventually 20 jq_true k get events.events.k8s.io -o json -- \
+    '[.items[] | select(.regarding.name == "while-b-leads" and .reportingInstance == "op-b")] | length >= 1' || rc=1
+  k patch subscriberplan premium-1g --type=merge -p '{"spec":{"upstream":{"cirBps":250000000}}}' || rc=1
+  eventually 20 jq_true k get cm lab-control -o json -- \
+    '.data["control.json"] | fromjson | .plans[] | select(.name == "premium-1g") | .upstream.cirBps == 250000000' || rc=1
+  return $rc
+}
+
+t_deleting_the_bng_drains_and_cleans_up() {
+  local rc=0 left
+  k delete bng lab --wait=false || return 1
+  eventually 10 jq_true k get pod lab-control-0 -o json -- \
+    '.metadata.annotations["kbng.dev/drain-requested"] != null' || rc=1
+  eventually 60 bash -c "! kubectl -n $NS get bng lab" || rc=1
+  eventually 60 bash -c "[[ -z \$(kubectl -n $NS get sts,deploy,rs,pods,cm,svc,sa,role,rolebinding -l kbng.dev/bng=lab -o name) ]]" || rc=1
+  left=$(k get sts,deploy,rs,pods,cm,svc,sa,role,rolebinding -l kbng.dev/bng=lab -o name)
+  expect_eq "$left" "" "objects left of BNG lab" || rc=1
+  expect_eq "$(k get events.events.k8s.io -o json | jq -c '[.items[] | select(.regarding.name == "lab" and (.reason | test("^Drain"))) | .reason] | unique')" \
+    '["DrainTimedOut","Draining"]' "drain events (no control process runs on kwok, so no ack)" || rc=1
+  return $rc
+}
+
+main() {
+  trap cleanup EXIT
+  log "work folder $WORK, cluster $KBNG_CLUSTER_DIR"
+  if ! setup; then
+    log "set-up failed"
+    echo "0 passed, 1 failed"
+    exit 1
+  fi
+  run_test chart_crds_are_the_generated_crds t_chart_crds_are_the_generated_crds
+  run_test helm_lint_strict t_helm_lint_strict
+  run_test helm_schema_rejects_bad_values t_helm_schema_rejects_bad_values
+  run_test helm_install t_helm_install
+  run_test crds_apply_server_side t_crds_apply_server_side
+  run_test bad_crs_are_refused t_bad_crs_are_refused
+  run_test valid_samples_are_accepted t_valid_samples_are_accepted
+  run_test operator_starts_with_the_charts_config_and_rbac t_operator_starts_with_the_charts_config_and_rbac
+  run_test licences_are_verified t_licences_are_verified
+  run_test licence_plans_and_bng_produce_the_workloads t_licence_plans_and_bng_produce_the_workloads
+  run_test scheduler_places_dataplanes_only_where_they_fit t_scheduler_places_dataplanes_only_where_they_fit
+  run_test bad_input_is_reported_not_retried t_bad_input_is_reported_not_retried
+  run_test plan_edit_reaches_status_and_control_config t_plan_edit_reaches_status_and_control_config
+  run_test operator_killed_mid_reconcile_converges t_operator_killed_mid_reconcile_converges
+  run_test only_the_lease_holder_writes t_only_the_lease_holder_writes
+  run_test deleting_the_bng_drains_and_cleans_up t_deleting_the_bng_drains_and_cleans_up
+  if [[ -n ${KBNG_E2E_CRD_OVERRIDE:-} ]]; then
+    log "WARNING: these results are for the CRDs in $KBNG_E2E_CRD_OVERRIDE, not crds/yaml"
+  fi
+  if ((FAILED > 0)); then
+    log "failed: ${FAILURES[*]}"
+  fi
+  echo "$PASSED passed, $FAILED failed"
+  ((FAILED == 0))
+}
+
+main "$@"
