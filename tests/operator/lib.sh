@@ -7,9 +7,22 @@ PASSED=0
 FAILED=0
 FAILURES=()
 
+# A check whose prerequisite failed is counted failed without running (it could only
+# time out): `needs NAME...` before the run_test calls that depend on NAME.
+NEEDED=()
+needs() { NEEDED+=("$@"); }
+
 # run_test NAME FUNCTION: one named check; its output goes to the log, a failure says why.
 run_test() {
-  local name=$1 fn=$2 out
+  local name=$1 fn=$2 out dep
+  for dep in "${NEEDED[@]}"; do
+    if [[ " ${FAILURES[*]} " == *" $dep "* ]]; then
+      FAILED=$((FAILED + 1))
+      FAILURES+=("$name")
+      log "FAIL $name (not run: $dep failed)"
+      return
+    fi
+  done
   out=$WORK/tests/$name.log
   mkdir -p "$WORK/tests"
   if "$fn" >"$out" 2>&1; then

@@ -26,7 +26,7 @@ WORK=$(mktemp -d /tmp/kbng-operator-e2e.XXXXXX)
 NS=kbng
 OPERATOR_NS=kbng-system
 RELEASE=kbng
-LEASE=kbng-operator
+export LEASE=kbng-operator # read by lib.sh
 CRD_DIR=$ROOT/crds/yaml
 CHART=$ROOT/charts/kbng
 SAMPLES=$ROOT/deploy/samples
@@ -249,7 +249,7 @@ t_licence_plans_and_bng_produce_the_workloads() {
   # The API server's own verdict on the pod: Guaranteed QoS.
   eventually 30 jq_true k get pods -l app.kubernetes.io/instance=lab,app.kubernetes.io/component=dataplane -o json -- \
     '.items | length == 1 and .[0].status.qosClass == "Guaranteed"' || rc=1
-  local sts cm
+  local sts
   sts=$(k get sts lab-control -o json)
   expect_eq "$(jq -c '.spec.template.spec.volumes[] | select(.name == "session-store") | .emptyDir' <<<"$sts")" '{}' \
     "session store volume (lab values: emptydir)" || rc=1
@@ -412,9 +412,12 @@ main() {
   run_test helm_schema_rejects_bad_values t_helm_schema_rejects_bad_values
   run_test helm_install t_helm_install
   run_test crds_apply_server_side t_crds_apply_server_side
+  needs crds_apply_server_side
   run_test bad_crs_are_refused t_bad_crs_are_refused
   run_test valid_samples_are_accepted t_valid_samples_are_accepted
+  needs helm_install
   run_test operator_starts_with_the_charts_config_and_rbac t_operator_starts_with_the_charts_config_and_rbac
+  needs operator_starts_with_the_charts_config_and_rbac
   run_test licences_are_verified t_licences_are_verified
   run_test licence_plans_and_bng_produce_the_workloads t_licence_plans_and_bng_produce_the_workloads
   run_test scheduler_places_dataplanes_only_where_they_fit t_scheduler_places_dataplanes_only_where_they_fit
