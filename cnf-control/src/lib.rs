@@ -18,4 +18,10 @@
 //! - No address is handed out twice (property-tested in `core::pool`).
 #![forbid(unsafe_code)]
 
+pub mod api;
+pub mod config;
 pub mod core;
+pub mod dataplane;
+pub mod portal;
+pub mod service;
+pub mod store;

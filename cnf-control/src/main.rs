@@ -1,1 +1,151 @@
-fn main() {}
+//! `kbng-control`: loads the configuration, restores sessions from the store, connects to every
+//! dataplane and serves DHCP, the portal redirect and the operator API until SIGTERM/SIGINT.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::Parser;
+use kbng_control::api::{ApiState, router};
+use kbng_control::config::Config;
+use kbng_control::core::engine::Engine;
+use kbng_control::dataplane::{self, DpStatus};
+use kbng_control::service::{EngineTask, now_ns};
+use kbng_control::store::Store;
+use tokio::sync::{broadcast, mpsc};
+
+#[derive(Debug, Parser)]
+#[command(name = "kbng-control", version, about = "The kbng control plane")]
+struct Args {
+    /// Configuration file (YAML or JSON).
+    #[arg(long, env = "KBNG_CONTROL_CONFIG")]
+    config: PathBuf,
+    /// Override the config's store path.
+    #[arg(long)]
+    store: Option<PathBuf>,
+    /// Override the config's API listen address.
+    #[arg(long)]
+    api_listen: Option<String>,
+    /// Override the config's dataplanes (repeatable).
+    #[arg(long = "dataplane")]
+    dataplanes: Vec<String>,
+    /// Log filter (RUST_LOG syntax).
+    #[arg(long, default_value = "info")]
+    log: String,
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(&args.log))
+        .init();
+    let mut cfg = Config::load(&args.config)?;
+    if let Some(s) = args.store {
+        cfg.store = s;
+    }
+    if let Some(a) = args.api_listen {
+        cfg.api_listen = a
+            .parse()
+            .with_context(|| format!("--api-listen: {a:?} is not host:port"))?;
+    }
+    if !args.dataplanes.is_empty() {
+        cfg.dataplanes = args.dataplanes;
+    }
+    let cfg = Arc::new(cfg);
+
+    let cap = cfg.initial_cap();
+    tracing::info!(cap = cap.max_sessions, source = ?cap.source, "licence cap");
+    let mut engine = Engine::new(cfg.engine.clone(), cap, now_ns())
+        .map_err(|errs| anyhow::anyhow!("pools: {errs:?}"))?;
+    if let Some(p) = &cfg.subscribers_file {
+        let text = std::fs::read_to_string(p).with_context(|| format!("{}", p.display()))?;
+        let r = if p.extension().is_some_and(|e| e == "json") {
+            engine.subscribers.import_json(&text)
+        } else {
+            engine.subscribers.import_csv(&text)
+        };
+        let n = r.map_err(|errs| {
+            anyhow::anyhow!(
+                "{}: {}",
+                p.display(),
+                errs.iter()
+                    .map(|e| e.to_string())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )
+        })?;
+        tracing::info!(subscribers = n, "subscribers imported");
+    }
+
+    let t = Instant::now();
+    let store = Store::open(&cfg.store).with_context(|| format!("{}", cfg.store.display()))?;
+    let (sessions, next_id) = store.load()?;
+    let n = sessions.len();
+    for problem in engine.restore(sessions, next_id) {
+        tracing::warn!("restore: {problem}");
+    }
+    tracing::info!(
+        sessions = n,
+        ms = t.elapsed().as_millis() as u64,
+        "restored"
+    );
+
+    let (ev_tx, ev_rx) = mpsc::channel(8192);
+    let (api_tx, api_rx) = mpsc::channel(1024);
+    let (watch_tx, _) = broadcast::channel(65_536);
+    let mut dps = Vec::new();
+    let mut statuses = Vec::new();
+    for (i, addr) in cfg.dataplanes.iter().enumerate() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let status = Arc::new(Mutex::new(DpStatus {
+            address: addr.clone(),
+            ..DpStatus::default()
+        }));
+        tokio::spawn(dataplane::run(
+            i as u32,
+            addr.clone(),
+            Arc::clone(&cfg),
+            rx,
+            ev_tx.clone(),
+            Arc::clone(&status),
+        ));
+        dps.push(tx);
+        statuses.push(status);
+    }
+    drop(ev_tx);
+    let task = EngineTask {
+        engine,
+        store,
+        dps: dps.clone(),
+        dp_events: ev_rx,
+        api: api_rx,
+        watch: watch_tx.clone(),
+        cfg: Arc::clone(&cfg),
+    };
+    let engine_task = tokio::spawn(task.run());
+
+    let state = ApiState {
+        engine: api_tx,
+        dps,
+        dp_status: statuses,
+        dp_addrs: cfg.dataplanes.clone(),
+        watch: watch_tx,
+    };
+    let listener = tokio::net::TcpListener::bind(cfg.api_listen)
+        .await
+        .with_context(|| format!("API listen {}", cfg.api_listen))?;
+    tracing::info!(addr = %cfg.api_listen, "operator API");
+    let api = tokio::spawn(async move { axum::serve(listener, router(state)).await });
+
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+        r = engine_task => anyhow::bail!("engine task ended: {r:?}"),
+        r = api => anyhow::bail!("API ended: {r:?}"),
+    }
+    tracing::info!("stopping");
+    Ok(())
+}

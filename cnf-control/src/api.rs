@@ -1,0 +1,297 @@
+//! The operator API, HTTP/JSON (used by `kbngctl` and the end-to-end tests). No endpoint returns
+//! every session at once: listings are pages of at most 1,000 ordered by id.
+//!
+//! | method | path | what |
+//! |---|---|---|
+//! | GET | /v1/sessions?after=&limit=&state=&mac=&ip=&captive= | a page; `nextAfter` 0 at the end |
+//! | GET | /v1/sessions/{id} | one session |
+//! | GET | /v1/sessions/{id}/counters | its dataplane counters |
+//! | DELETE | /v1/sessions/{id} | release it (locally and in the dataplane) |
+//! | PUT | /v1/sessions/{id}/plan | `{"plan": name}`: change its plan |
+//! | POST | /v1/sessions/drain?max= | release up to `max` (default all) |
+//! | GET | /v1/watch | NDJSON stream of state changes |
+//! | GET | /v1/status | counts, cap and its source, counters |
+//! | GET | /v1/dataplanes | connection, boot id, last reconcile (leaks, orphans) |
+//! | GET | /v1/audit | a fresh comparison with every dataplane (leaks, orphans) |
+//! | POST | /v1/subscribers?format=csv\|json | bulk import |
+//! | DELETE | /v1/subscribers/{mac} | remove one |
+//!
+//! HTTP/JSON rather than gRPC: operators and scripts reach it with curl, and a watch is a plain
+//! chunked response.
+
+use std::net::Ipv4Addr;
+use std::sync::{Arc, Mutex};
+
+use axum::Json;
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use futures::StreamExt;
+use serde::Deserialize;
+use serde_json::json;
+use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio_stream::wrappers::BroadcastStream;
+
+use crate::core::aaa::parse_mac;
+use crate::dataplane::{DpCmd, DpStatus};
+use crate::service::{ApiCmd, Filter, WatchEvent};
+
+/// Largest page.
+pub const PAGE_MAX: usize = 1000;
+
+#[derive(Clone, Debug)]
+pub struct ApiState {
+    pub engine: mpsc::Sender<ApiCmd>,
+    pub dps: Vec<mpsc::UnboundedSender<DpCmd>>,
+    pub dp_status: Vec<Arc<Mutex<DpStatus>>>,
+    pub dp_addrs: Vec<String>,
+    pub watch: broadcast::Sender<WatchEvent>,
+}
+
+type ApiResult = Result<Response, (StatusCode, Json<serde_json::Value>)>;
+
+fn err(code: StatusCode, msg: impl Into<String>) -> (StatusCode, Json<serde_json::Value>) {
+    (code, Json(json!({ "error": msg.into() })))
+}
+
+async fn ask<T>(
+    s: &ApiState,
+    f: impl FnOnce(oneshot::Sender<T>) -> ApiCmd,
+) -> Result<T, (StatusCode, Json<serde_json::Value>)> {
+    let (tx, rx) = oneshot::channel();
+    s.engine
+        .send(f(tx))
+        .await
+        .map_err(|_| err(StatusCode::SERVICE_UNAVAILABLE, "engine stopped"))?;
+    rx.await
+        .map_err(|_| err(StatusCode::SERVICE_UNAVAILABLE, "engine stopped"))
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    after: Option<u64>,
+    limit: Option<usize>,
+    state: Option<String>,
+    mac: Option<String>,
+    ip: Option<Ipv4Addr>,
+    captive: Option<bool>,
+}
+
+async fn list(State(s): State<ApiState>, Query(q): Query<ListQuery>) -> ApiResult {
+    let limit = q.limit.unwrap_or(100).clamp(1, PAGE_MAX);
+    let mac = match q.mac.as_deref() {
+        Some(m) => Some(parse_mac(m).ok_or_else(|| err(StatusCode::BAD_REQUEST, "bad mac"))?),
+        None => None,
+    };
+    let filter = Filter {
+        state: q.state,
+        mac,
+        ip: q.ip,
+        captive: q.captive,
+    };
+    let (page, next) = ask(&s, |reply| ApiCmd::List {
+        after: q.after.unwrap_or(0),
+        limit,
+        filter,
+        reply,
+    })
+    .await?;
+    Ok(Json(json!({ "sessions": page, "nextAfter": next })).into_response())
+}
+
+async fn get_one(State(s): State<ApiState>, Path(id): Path<u64>) -> ApiResult {
+    match ask(&s, |reply| ApiCmd::Get { id, reply }).await? {
+        Some(v) => Ok(Json(v).into_response()),
+        None => Err(err(StatusCode::NOT_FOUND, format!("no session {id}"))),
+    }
+}
+
+async fn release(State(s): State<ApiState>, Path(id): Path<u64>) -> ApiResult {
+    if ask(&s, |reply| ApiCmd::Release { id, reply }).await? {
+        Ok(Json(json!({ "released": id })).into_response())
+    } else {
+        Err(err(StatusCode::NOT_FOUND, format!("no session {id}")))
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanBody {
+    plan: String,
+}
+
+async fn change_plan(
+    State(s): State<ApiState>,
+    Path(id): Path<u64>,
+    Json(b): Json<PlanBody>,
+) -> ApiResult {
+    ask(&s, |reply| ApiCmd::ChangePlan {
+        id,
+        plan: b.plan,
+        reply,
+    })
+    .await?
+    .map_err(|e| err(StatusCode::BAD_REQUEST, e))?;
+    Ok(Json(json!({ "id": id })).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DrainQuery {
+    max: Option<usize>,
+}
+
+async fn drain(State(s): State<ApiState>, Query(q): Query<DrainQuery>) -> ApiResult {
+    let max = q.max.unwrap_or(usize::MAX);
+    let (before, remaining) = ask(&s, |reply| ApiCmd::Drain { max, reply }).await?;
+    Ok(Json(json!({ "before": before, "remaining": remaining })).into_response())
+}
+
+async fn status(State(s): State<ApiState>) -> ApiResult {
+    let v = ask(&s, |reply| ApiCmd::Status { reply }).await?;
+    Ok(Json(v).into_response())
+}
+
+async fn dataplanes(State(s): State<ApiState>) -> ApiResult {
+    let v: Vec<DpStatus> = s
+        .dp_status
+        .iter()
+        .map(|m| m.lock().map(|g| g.clone()).unwrap_or_default())
+        .collect();
+    Ok(Json(v).into_response())
+}
+
+async fn audit(State(s): State<ApiState>) -> ApiResult {
+    let mut out = Vec::new();
+    for (i, tx) in s.dps.iter().enumerate() {
+        let desired = ask(&s, |reply| ApiCmd::Desired {
+            dataplane: i as u32,
+            reply,
+        })
+        .await?;
+        let (rtx, rrx) = oneshot::channel();
+        tx.send(DpCmd::Audit {
+            desired,
+            reply: rtx,
+        })
+        .map_err(|_| err(StatusCode::SERVICE_UNAVAILABLE, "dataplane task stopped"))?;
+        let d = rrx
+            .await
+            .map_err(|_| err(StatusCode::SERVICE_UNAVAILABLE, "dataplane task stopped"))?
+            .map_err(|e| err(StatusCode::SERVICE_UNAVAILABLE, e))?;
+        out.push(json!({ "dataplane": i, "diff": d }));
+    }
+    Ok(Json(out).into_response())
+}
+
+async fn counters(State(s): State<ApiState>, Path(id): Path<u64>) -> ApiResult {
+    let v = ask(&s, |reply| ApiCmd::Get { id, reply })
+        .await?
+        .ok_or_else(|| err(StatusCode::NOT_FOUND, format!("no session {id}")))?;
+    let addr = s
+        .dp_addrs
+        .get(v.dataplane as usize)
+        .ok_or_else(|| err(StatusCode::NOT_FOUND, "no such dataplane"))?;
+    let mut c = crate::dataplane::connect(addr)
+        .await
+        .map_err(|e| err(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
+    let r = c
+        .get_counters(kbng_api::v1::GetCountersRequest {
+            session_ids: vec![id],
+            include_nodes: false,
+            include_workers: false,
+        })
+        .await
+        .map_err(|e| err(StatusCode::BAD_GATEWAY, e.message().to_string()))?
+        .into_inner();
+    let c = r.sessions.first();
+    let dir = |d: Option<&kbng_api::v1::ColourCounters>| {
+        d.map(|d| {
+            json!({
+                "greenPackets": d.green_packets, "greenBytes": d.green_bytes,
+                "yellowPackets": d.yellow_packets, "yellowBytes": d.yellow_bytes,
+                "redPackets": d.red_packets, "redBytes": d.red_bytes,
+                "droppedPackets": d.dropped_packets,
+            })
+        })
+    };
+    Ok(Json(json!({
+        "id": id,
+        "upstream": dir(c.and_then(|c| c.upstream.as_ref())),
+        "downstream": dir(c.and_then(|c| c.downstream.as_ref())),
+    }))
+    .into_response())
+}
+
+async fn watch(State(s): State<ApiState>) -> Response {
+    let stream = BroadcastStream::new(s.watch.subscribe()).map(|r| {
+        let line = match r {
+            Ok(ev) => serde_json::to_string(&ev).unwrap_or_default(),
+            Err(e) => json!({ "lagged": e.to_string() }).to_string(),
+        };
+        Ok::<_, std::convert::Infallible>(format!("{line}\n"))
+    });
+    Response::builder()
+        .header("content-type", "application/x-ndjson")
+        .body(Body::from_stream(stream))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImportQuery {
+    format: Option<String>,
+}
+
+async fn import(
+    State(s): State<ApiState>,
+    Query(q): Query<ImportQuery>,
+    body: String,
+) -> ApiResult {
+    let json = match q.format.as_deref() {
+        None | Some("csv") => false,
+        Some("json") => true,
+        Some(f) => return Err(err(StatusCode::BAD_REQUEST, format!("format {f:?}"))),
+    };
+    match ask(&s, |reply| ApiCmd::ImportSubscribers {
+        text: body,
+        json,
+        reply,
+    })
+    .await?
+    {
+        Ok(n) => Ok(Json(json!({ "imported": n })).into_response()),
+        Err(errors) => Err((StatusCode::BAD_REQUEST, Json(json!({ "errors": errors })))),
+    }
+}
+
+async fn remove_subscriber(State(s): State<ApiState>, Path(mac): Path<String>) -> ApiResult {
+    match ask(&s, |reply| ApiCmd::RemoveSubscriber { mac, reply }).await? {
+        Ok(true) => Ok(Json(json!({ "removed": true })).into_response()),
+        Ok(false) => Err(err(StatusCode::NOT_FOUND, "no such subscriber")),
+        Err(e) => Err(err(StatusCode::BAD_REQUEST, e)),
+    }
+}
+
+pub fn router(state: ApiState) -> Router {
+    Router::new()
+        .route("/v1/sessions", get(list))
+        .route("/v1/sessions/drain", post(drain))
+        .route("/v1/sessions/{id}", get(get_one).delete(release))
+        .route("/v1/sessions/{id}/counters", get(counters))
+        .route("/v1/sessions/{id}/plan", put(change_plan))
+        .route("/v1/watch", get(watch))
+        .route("/v1/status", get(status))
+        .route("/v1/dataplanes", get(dataplanes))
+        .route("/v1/audit", get(audit))
+        .route("/v1/subscribers", post(import))
+        .route(
+            "/v1/subscribers/{mac}",
+            axum::routing::delete(remove_subscriber),
+        )
+        .with_state(state)
+}

@@ -1,0 +1,370 @@
+//! The control's configuration file (YAML or JSON), validated once into domain types. Unknown
+//! fields are refused, and every error found is reported, not only the first.
+
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+use kbng_crds::bng::PoolSpec;
+use serde::Deserialize;
+
+use crate::core::engine::{EngineConfig, UnknownPolicy};
+use crate::core::licence::{Cap, CapSource};
+use crate::core::pacing::PacingConfig;
+use crate::core::pool::PoolConfig;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("reading {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: serde_yaml_ng::Error,
+    },
+    #[error("{path}: {} problem(s):\n  {}", .problems.len(), .problems.join("\n  "))]
+    Invalid {
+        path: PathBuf,
+        problems: Vec<String>,
+    },
+}
+
+/// A plan: one srTCM meter per direction at `rate_bps`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PlanFile {
+    pub name: String,
+    /// Dataplane plan id, non-zero.
+    pub id: u32,
+    pub rate_bps: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GardenRuleFile {
+    pub prefix: String,
+    #[serde(default)]
+    pub protocol: u8,
+    #[serde(default)]
+    pub port: u16,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WalledGardenFile {
+    pub portal_url: String,
+    #[serde(default)]
+    pub allowed: Vec<GardenRuleFile>,
+}
+
+/// Where the session cap comes from.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LicenceFile {
+    /// A file holding the evaluated cap as a decimal number (re-read when it changes).
+    #[serde(default)]
+    pub cap_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PacingFile {
+    pub rate_per_sec: u64,
+    pub burst: u64,
+    pub queue: usize,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConfigFile {
+    /// `unix:/path` or `http://host:port`.
+    pub dataplanes: Vec<String>,
+    pub pools: Vec<PoolSpec>,
+    pub plans: Vec<PlanFile>,
+    pub default_plan: String,
+    #[serde(default = "default_unknown")]
+    pub unknown_subscribers: UnknownPolicy,
+    #[serde(default)]
+    pub option82_identity: bool,
+    /// CSV (`mac,circuit_id,remote_id,plan`) or JSON (by extension).
+    #[serde(default)]
+    pub subscribers_file: Option<PathBuf>,
+    #[serde(default)]
+    pub licence: Option<LicenceFile>,
+    pub store: PathBuf,
+    pub api_listen: String,
+    pub walled_garden: WalledGardenFile,
+    #[serde(default)]
+    pub pacing: Option<PacingFile>,
+    #[serde(default = "default_per_line")]
+    pub max_sessions_per_line: u32,
+}
+
+fn default_unknown() -> UnknownPolicy {
+    UnknownPolicy::Captive
+}
+
+fn default_per_line() -> u32 {
+    64
+}
+
+/// The validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub dataplanes: Vec<String>,
+    pub engine: EngineConfig,
+    pub plans: Vec<PlanFile>,
+    pub subscribers_file: Option<PathBuf>,
+    pub cap_file: Option<PathBuf>,
+    pub store: PathBuf,
+    pub api_listen: SocketAddr,
+    pub portal_url: String,
+    /// (prefix, len, protocol, port)
+    pub garden: Vec<(Ipv4Addr, u8, u8, u16)>,
+}
+
+fn cidr(s: &str) -> Result<(Ipv4Addr, u8), String> {
+    let (a, l) = s.split_once('/').unwrap_or((s, "32"));
+    let ip: Ipv4Addr = a
+        .parse()
+        .map_err(|_| format!("{s:?} is not an IPv4 prefix"))?;
+    let len: u8 = l
+        .parse()
+        .ok()
+        .filter(|l| *l <= 32)
+        .ok_or_else(|| format!("{s:?} has a bad prefix length"))?;
+    Ok((ip, len))
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.into(),
+            source,
+        })?;
+        let file: ConfigFile =
+            serde_yaml_ng::from_str(&text).map_err(|source| ConfigError::Parse {
+                path: path.into(),
+                source,
+            })?;
+        file.validate().map_err(|problems| ConfigError::Invalid {
+            path: path.into(),
+            problems,
+        })
+    }
+
+    /// The cap at start: from the cap file, else the free baseline.
+    pub fn initial_cap(&self) -> Cap {
+        match &self.cap_file {
+            Some(p) => read_cap(p).unwrap_or_else(|why| Cap {
+                max_sessions: kbng_crds::grant::FREE_BASELINE_SESSIONS,
+                source: CapSource::FreeBaseline { reason: why },
+            }),
+            None => Cap {
+                max_sessions: kbng_crds::grant::FREE_BASELINE_SESSIONS,
+                source: CapSource::FreeBaseline {
+                    reason: "no licence configured".into(),
+                },
+            },
+        }
+    }
+}
+
+/// Read a cap file: one decimal number.
+pub fn read_cap(p: &Path) -> Result<Cap, String> {
+    let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+    let n: u64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{}: {:?} is not a number", p.display(), text.trim()))?;
+    Ok(Cap {
+        max_sessions: n,
+        source: CapSource::File {
+            path: p.display().to_string(),
+        },
+    })
+}
+
+impl ConfigFile {
+    pub fn validate(self) -> Result<Config, Vec<String>> {
+        let mut problems = Vec::new();
+        if self.dataplanes.is_empty() {
+            problems.push("dataplanes: at least one is needed".into());
+        }
+        for (i, d) in self.dataplanes.iter().enumerate() {
+            if !(d.starts_with("unix:") || d.starts_with("http://")) {
+                problems.push(format!(
+                    "dataplanes[{i}]: {d:?} is neither unix:/path nor http://host:port"
+                ));
+            }
+        }
+        let mut pools = Vec::new();
+        for (i, p) in self.pools.iter().enumerate() {
+            let at = format!("pools[{i}]");
+            let net = cidr(&p.cidr).map_err(|e| format!("{at}.cidr: {e}"));
+            let gw = p
+                .gateway
+                .parse::<Ipv4Addr>()
+                .map_err(|_| format!("{at}.gateway: {:?} is not an IPv4 address", p.gateway));
+            let mut exclusions = Vec::new();
+            for (j, e) in p.exclusions.iter().enumerate() {
+                match cidr(e) {
+                    Ok(x) => exclusions.push(x),
+                    Err(e) => problems.push(format!("{at}.exclusions[{j}]: {e}")),
+                }
+            }
+            let mut dns = Vec::new();
+            for (j, d) in p.dns.iter().enumerate() {
+                match d.parse::<Ipv4Addr>() {
+                    Ok(x) => dns.push(x),
+                    Err(_) => problems.push(format!("{at}.dns[{j}]: {d:?} is not an address")),
+                }
+            }
+            match (net, gw) {
+                (Ok((network, prefix_len)), Ok(gateway)) => pools.push(PoolConfig {
+                    name: p.name.clone(),
+                    network,
+                    prefix_len,
+                    gateway,
+                    lease_secs: p.lease_secs,
+                    dns,
+                    exclusions,
+                }),
+                (a, b) => {
+                    problems.extend(a.err());
+                    problems.extend(b.err());
+                }
+            }
+        }
+        if self.pools.is_empty() {
+            problems.push("pools: at least one is needed".into());
+        }
+        if let Err(errs) = crate::core::pool::Pools::new(pools.clone()) {
+            problems.extend(errs.into_iter().map(|e| e.to_string()));
+        }
+        let mut plans = HashMap::new();
+        for (i, p) in self.plans.iter().enumerate() {
+            if p.id == 0 {
+                problems.push(format!("plans[{i}].id: must be non-zero"));
+            }
+            if p.rate_bps < 8_000 {
+                problems.push(format!("plans[{i}].rateBps: at least 8000"));
+            }
+            if plans.insert(p.name.clone(), p.id).is_some() {
+                problems.push(format!("plans[{i}].name: {:?} twice", p.name));
+            }
+        }
+        let default_plan = plans.get(&self.default_plan).copied().unwrap_or_else(|| {
+            problems.push(format!(
+                "defaultPlan: {:?} is not among plans",
+                self.default_plan
+            ));
+            0
+        });
+        let api_listen = self.api_listen.parse().unwrap_or_else(|_| {
+            problems.push(format!("apiListen: {:?} is not host:port", self.api_listen));
+            SocketAddr::from(([127, 0, 0, 1], 0))
+        });
+        if !(self.walled_garden.portal_url.starts_with("http://")
+            || self.walled_garden.portal_url.starts_with("https://"))
+        {
+            problems.push("walledGarden.portalUrl: must be an http(s) URL".into());
+        }
+        let mut garden = Vec::new();
+        for (i, r) in self.walled_garden.allowed.iter().enumerate() {
+            match cidr(&r.prefix) {
+                Ok((a, l)) => garden.push((a, l, r.protocol, r.port)),
+                Err(e) => problems.push(format!("walledGarden.allowed[{i}].prefix: {e}")),
+            }
+        }
+        let pacing = self.pacing.map_or(
+            PacingConfig {
+                rate_per_sec: 2000,
+                burst: 200,
+                queue: 20_000,
+            },
+            |p| PacingConfig {
+                rate_per_sec: p.rate_per_sec,
+                burst: p.burst,
+                queue: p.queue,
+            },
+        );
+        if pacing.rate_per_sec == 0 || pacing.burst == 0 {
+            problems.push("pacing: ratePerSec and burst must be non-zero".into());
+        }
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        Ok(Config {
+            dataplanes: self.dataplanes,
+            engine: EngineConfig {
+                pools,
+                plans,
+                default_plan,
+                captive_plan: 0,
+                unknown: self.unknown_subscribers,
+                option82_identity: self.option82_identity,
+                external_auth: false,
+                pacing,
+                max_sessions_per_line: self.max_sessions_per_line,
+                quarantine_secs: 600,
+                reoffer_interval_ns: 500_000_000,
+            },
+            plans: self.plans,
+            subscribers_file: self.subscribers_file,
+            cap_file: self.licence.and_then(|l| l.cap_file),
+            store: self.store,
+            api_listen,
+            portal_url: self.walled_garden.portal_url,
+            garden,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+dataplanes: ["unix:/tmp/dp.sock"]
+pools:
+  - {name: p, cidr: 100.64.0.0/24, gateway: 100.64.0.1, leaseSecs: 600, dns: [192.0.2.53]}
+plans: [{name: gold, id: 10, rateBps: 100000000}]
+defaultPlan: gold
+store: /tmp/x.redb
+apiListen: 127.0.0.1:9090
+walledGarden: {portalUrl: "http://192.0.2.80/", allowed: [{prefix: 192.0.2.80/32}]}
+"#;
+
+    #[test]
+    fn good_config() {
+        let f: ConfigFile = serde_yaml_ng::from_str(GOOD).unwrap();
+        let c = f.validate().unwrap();
+        assert_eq!(c.engine.default_plan, 10);
+        assert_eq!(c.engine.pools[0].prefix_len, 24);
+    }
+
+    #[test]
+    fn unknown_fields_are_refused() {
+        let bad = format!("{GOOD}\nsurprise: 1\n");
+        let e = serde_yaml_ng::from_str::<ConfigFile>(&bad).unwrap_err();
+        assert!(e.to_string().contains("surprise"), "{e}");
+    }
+
+    #[test]
+    fn every_problem_is_reported() {
+        let bad = GOOD
+            .replace("unix:/tmp/dp.sock", "tcp://x")
+            .replace("gateway: 100.64.0.1", "gateway: 10.0.0.1")
+            .replace("defaultPlan: gold", "defaultPlan: platinum")
+            .replace("127.0.0.1:9090", "nowhere");
+        let f: ConfigFile = serde_yaml_ng::from_str(&bad).unwrap();
+        let problems = f.validate().unwrap_err();
+        assert_eq!(problems.len(), 4, "{problems:#?}");
+    }
+}

@@ -1,0 +1,546 @@
+//! The adapter to one dataplane over `kbng.dataplane.v1`: connection and reconnection, plans and
+//! access configuration, batched session programming, the punt stream, and reconciliation.
+//!
+//! On every (re)connect, before anything else is programmed, the dataplane's sessions are listed
+//! page by page and compared with what the engine wants: sessions the dataplane lacks are
+//! installed (leaks: the control knew them, the dataplane did not), sessions it holds that the
+//! control does not know are removed (orphans), differing ones are modified. Both lists are kept
+//! as enumerated session ids for the operator API. A changed `boot_id` tells a dataplane restart
+//! from a mere reconnect, which the report records.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kbng_api::v1 as pb;
+use kbng_api::v1::dataplane_client::DataplaneClient;
+use serde::Serialize;
+use tokio::sync::{mpsc, oneshot};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::{Channel, Endpoint, Uri};
+
+use crate::config::{Config, PlanFile};
+use crate::core::SessionId;
+use crate::core::engine::{DpSession, ProgramOp};
+
+/// Most items in one programming RPC.
+pub const BATCH_MAX: usize = 5000;
+
+/// Commands to the dataplane task.
+#[derive(Debug)]
+pub enum DpCmd {
+    Program(ProgramOp),
+    Inject {
+        port: u32,
+        frame: Vec<u8>,
+    },
+    /// Compare with `desired` and report without changing anything.
+    Audit {
+        desired: Vec<DpSession>,
+        reply: oneshot::Sender<Result<Diff, String>>,
+    },
+}
+
+/// What the dataplane task tells the engine task.
+#[derive(Debug)]
+pub enum DpEvent {
+    Punted {
+        dataplane: u32,
+        frame: pb::PuntedFrame,
+    },
+    /// Connected; port MACs by index. The engine answers with its desired set.
+    Up {
+        dataplane: u32,
+        port_macs: Vec<(u32, [u8; 6])>,
+        desired: oneshot::Sender<Vec<DpSession>>,
+    },
+    Removed {
+        ids: Vec<SessionId>,
+    },
+}
+
+/// A comparison of the dataplane's sessions with the control's.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Diff {
+    /// Known to the control, missing in the dataplane.
+    pub leaks: Vec<SessionId>,
+    /// Held by the dataplane, unknown to the control.
+    pub orphans: Vec<SessionId>,
+    /// In both with different contents.
+    pub mismatched: Vec<SessionId>,
+    pub matching: usize,
+}
+
+/// The last reconciliation of a dataplane.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DpStatus {
+    pub address: String,
+    pub connected: bool,
+    pub dataplane_id: String,
+    pub boot_id: u64,
+    pub restarts_seen: u64,
+    pub reconnects: u64,
+    pub last_reconcile: Option<Diff>,
+    pub last_error: Option<String>,
+}
+
+pub fn to_proto(s: &DpSession) -> pb::Session {
+    pb::Session {
+        session_id: s.id,
+        access_port: s.port,
+        outer_vlan: u32::from(s.outer_vlan),
+        inner_vlan: u32::from(s.inner_vlan),
+        mac: s.mac.to_vec(),
+        ipv4: u32::from(s.ip),
+        plan_id: s.plan_id,
+        captive: s.captive,
+    }
+}
+
+fn plan_proto(p: &PlanFile) -> pb::Plan {
+    let cbs = (p.rate_bps / 8 / 10).max(15_180);
+    let meter = pb::Meter {
+        mode: pb::MeterMode::Srtcm as i32,
+        cir_bps: p.rate_bps,
+        pir_bps: 0,
+        cbs_bytes: cbs,
+        pbs_bytes: cbs,
+        green: Some(pb::ColourPolicy {
+            action: pb::ColourAction::Transmit as i32,
+            dscp: 0,
+        }),
+        yellow: Some(pb::ColourPolicy {
+            action: pb::ColourAction::Transmit as i32,
+            dscp: 0,
+        }),
+        red: Some(pb::ColourPolicy {
+            action: pb::ColourAction::Drop as i32,
+            dscp: 0,
+        }),
+    };
+    pb::Plan {
+        plan_id: p.id,
+        name: p.name.clone(),
+        upstream: Some(meter),
+        downstream: Some(meter),
+    }
+}
+
+/// Connect to `addr` (`unix:/path` or `http://host:port`).
+pub async fn connect(addr: &str) -> Result<DataplaneClient<Channel>, tonic::transport::Error> {
+    let ch = if let Some(path) = addr.strip_prefix("unix:") {
+        let path = path.to_owned();
+        Endpoint::from_static("http://[::]:50051")
+            .connect_with_connector(tower::service_fn(move |_: Uri| {
+                let p = path.clone();
+                async move {
+                    Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
+                        tokio::net::UnixStream::connect(p).await?,
+                    ))
+                }
+            }))
+            .await?
+    } else {
+        Endpoint::from_shared(addr.to_owned())?.connect().await?
+    };
+    Ok(DataplaneClient::new(ch)
+        .max_decoding_message_size(64 << 20)
+        .max_encoding_message_size(64 << 20))
+}
+
+/// Every session the dataplane holds, page by page.
+pub async fn list_all(c: &mut DataplaneClient<Channel>) -> Result<Vec<pb::Session>, tonic::Status> {
+    let mut out = Vec::new();
+    let mut after = 0;
+    // Bounded: each page advances `after`; a dataplane of 16M sessions is 1,600 pages.
+    for _ in 0..100_000 {
+        let r = c
+            .list_sessions(pb::ListSessionsRequest {
+                page_size: 10_000,
+                after_session_id: after,
+            })
+            .await?
+            .into_inner();
+        out.extend(r.sessions);
+        if r.next_after_session_id == 0 {
+            break;
+        }
+        after = r.next_after_session_id;
+    }
+    Ok(out)
+}
+
+/// Compare the dataplane's sessions with the desired ones.
+pub fn diff(held: &[pb::Session], desired: &[DpSession]) -> Diff {
+    let want: BTreeMap<SessionId, pb::Session> =
+        desired.iter().map(|s| (s.id, to_proto(s))).collect();
+    let have: BTreeMap<SessionId, &pb::Session> = held.iter().map(|s| (s.session_id, s)).collect();
+    let mut d = Diff::default();
+    for (id, w) in &want {
+        match have.get(id) {
+            None => d.leaks.push(*id),
+            Some(h) if *h != w => d.mismatched.push(*id),
+            Some(_) => d.matching += 1,
+        }
+    }
+    d.orphans = have
+        .keys()
+        .filter(|id| !want.contains_key(id))
+        .copied()
+        .collect();
+    d
+}
+
+/// Bring the dataplane to `desired`; returns what was found.
+async fn reconcile(
+    c: &mut DataplaneClient<Channel>,
+    desired: &[DpSession],
+) -> Result<Diff, tonic::Status> {
+    let held = list_all(c).await?;
+    let d = diff(&held, desired);
+    let want: BTreeMap<SessionId, &DpSession> = desired.iter().map(|s| (s.id, s)).collect();
+    // Orphans and mismatched go first (a mismatched session may hold an address or key that a
+    // leak needs), then everything missing is installed.
+    let mut remove: Vec<SessionId> = d.orphans.clone();
+    remove.extend(&d.mismatched);
+    for chunk in remove.chunks(BATCH_MAX) {
+        c.remove_sessions(pb::RemoveSessionsRequest {
+            session_ids: chunk.to_vec(),
+        })
+        .await?;
+    }
+    let mut install: Vec<pb::Session> = Vec::new();
+    for id in d.leaks.iter().chain(&d.mismatched) {
+        if let Some(s) = want.get(id) {
+            install.push(to_proto(s));
+        }
+    }
+    for chunk in install.chunks(BATCH_MAX) {
+        c.install_sessions(pb::InstallSessionsRequest {
+            sessions: chunk.to_vec(),
+        })
+        .await?;
+    }
+    Ok(d)
+}
+
+/// Send a run of program ops, keeping their order across kinds.
+async fn program(
+    c: &mut DataplaneClient<Channel>,
+    ops: Vec<ProgramOp>,
+    removed: &mut Vec<SessionId>,
+) -> Result<(), tonic::Status> {
+    let mut i = 0;
+    while i < ops.len() {
+        let kind = std::mem::discriminant(&ops[i]);
+        let mut j = i;
+        while j < ops.len() && std::mem::discriminant(&ops[j]) == kind && j - i < BATCH_MAX {
+            j += 1;
+        }
+        let run = &ops[i..j];
+        match &run[0] {
+            ProgramOp::Install(_) => {
+                let sessions = run
+                    .iter()
+                    .filter_map(|o| match o {
+                        ProgramOp::Install(s) => Some(to_proto(s)),
+                        _ => None,
+                    })
+                    .collect();
+                c.install_sessions(pb::InstallSessionsRequest { sessions })
+                    .await?;
+            }
+            ProgramOp::Modify { .. } => {
+                let changes = run
+                    .iter()
+                    .filter_map(|o| match o {
+                        ProgramOp::Modify {
+                            id,
+                            plan_id,
+                            captive,
+                        } => Some(pb::SessionChange {
+                            session_id: *id,
+                            plan_id: *plan_id,
+                            captive: *captive,
+                        }),
+                        _ => None,
+                    })
+                    .collect();
+                c.modify_sessions(pb::ModifySessionsRequest { changes })
+                    .await?;
+            }
+            ProgramOp::Remove(_) => {
+                let ids: Vec<SessionId> = run
+                    .iter()
+                    .filter_map(|o| match o {
+                        ProgramOp::Remove(id) => Some(*id),
+                        _ => None,
+                    })
+                    .collect();
+                c.remove_sessions(pb::RemoveSessionsRequest {
+                    session_ids: ids.clone(),
+                })
+                .await?;
+                removed.extend(ids);
+            }
+        }
+        i = j;
+    }
+    Ok(())
+}
+
+/// The task serving dataplane `index` at `addr`, forever.
+pub async fn run(
+    index: u32,
+    addr: String,
+    cfg: Arc<Config>,
+    mut cmds: mpsc::UnboundedReceiver<DpCmd>,
+    events: mpsc::Sender<DpEvent>,
+    status: Arc<Mutex<DpStatus>>,
+) {
+    let mut last_boot: Option<u64> = None;
+    loop {
+        let res = session(
+            index,
+            &addr,
+            &cfg,
+            &mut cmds,
+            &events,
+            &status,
+            &mut last_boot,
+        )
+        .await;
+        if let Ok(mut s) = status.lock() {
+            s.connected = false;
+            if let Err(e) = &res {
+                s.last_error = Some(e.clone());
+            }
+        }
+        if let Err(e) = res {
+            tracing::warn!(dataplane = index, %addr, "dataplane connection ended: {e}");
+        }
+        // While disconnected, removals are confirmed (the next reconcile removes any that
+        // remain, as orphans) and other commands are dropped: the reconcile supersedes them.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+        let mut removed = Vec::new();
+        while let Ok(Some(cmd)) = tokio::time::timeout_at(deadline, cmds.recv()).await {
+            match cmd {
+                DpCmd::Program(ProgramOp::Remove(id)) => removed.push(id),
+                DpCmd::Audit { reply, .. } => {
+                    let _ = reply.send(Err("dataplane not connected".into()));
+                }
+                _ => {}
+            }
+        }
+        if !removed.is_empty()
+            && events
+                .send(DpEvent::Removed { ids: removed })
+                .await
+                .is_err()
+        {
+            return;
+        }
+        if events.is_closed() {
+            return;
+        }
+    }
+}
+
+async fn session(
+    index: u32,
+    addr: &str,
+    cfg: &Config,
+    cmds: &mut mpsc::UnboundedReceiver<DpCmd>,
+    events: &mpsc::Sender<DpEvent>,
+    status: &Mutex<DpStatus>,
+    last_boot: &mut Option<u64>,
+) -> Result<(), String> {
+    let mut c = connect(addr).await.map_err(|e| format!("connect: {e}"))?;
+    let id = c
+        .get_identity(pb::GetIdentityRequest {})
+        .await
+        .map_err(|e| format!("GetIdentity: {e}"))?
+        .into_inner();
+    let restarted = last_boot.is_some_and(|b| b != id.boot_id);
+    *last_boot = Some(id.boot_id);
+    c.install_plans(pb::InstallPlansRequest {
+        plans: cfg.plans.iter().map(plan_proto).collect(),
+    })
+    .await
+    .map_err(|e| format!("InstallPlans: {e}"))?;
+    let gateways = cfg
+        .engine
+        .pools
+        .iter()
+        .map(|p| pb::Gateway {
+            address: u32::from(p.gateway),
+            prefix_len: u32::from(p.prefix_len),
+        })
+        .collect();
+    let allow = cfg
+        .garden
+        .iter()
+        .map(|(a, l, proto, port)| pb::GardenRule {
+            prefix: Some(pb::Ipv4Prefix {
+                address: u32::from(*a),
+                prefix_len: u32::from(*l),
+            }),
+            protocol: u32::from(*proto),
+            port: u32::from(*port),
+        })
+        .collect();
+    c.configure_access(pb::AccessConfig {
+        gateways,
+        walled_garden: Some(pb::WalledGarden {
+            allow,
+            redirect_http: true,
+        }),
+    })
+    .await
+    .map_err(|e| format!("ConfigureAccess: {e}"))?;
+
+    // The punt stream first, so no DHCP is lost between reconcile and serving.
+    let (inject_tx, inject_rx) = mpsc::channel::<pb::InjectedFrame>(4096);
+    let mut punts = c
+        .punt(ReceiverStream::new(inject_rx))
+        .await
+        .map_err(|e| format!("Punt: {e}"))?
+        .into_inner();
+
+    let port_macs = id
+        .ports
+        .iter()
+        .filter_map(|p| {
+            <[u8; 6]>::try_from(p.mac.as_slice())
+                .ok()
+                .map(|m| (p.index, m))
+        })
+        .collect();
+    let (dtx, drx) = oneshot::channel();
+    events
+        .send(DpEvent::Up {
+            dataplane: index,
+            port_macs,
+            desired: dtx,
+        })
+        .await
+        .map_err(|_| "engine gone".to_string())?;
+    let desired = drx.await.map_err(|_| "engine gone".to_string())?;
+    // Commands queued before the snapshot are superseded by it; removals are confirmed.
+    let mut removed = Vec::new();
+    while let Ok(cmd) = cmds.try_recv() {
+        if let DpCmd::Program(ProgramOp::Remove(id)) = cmd {
+            removed.push(id);
+        }
+    }
+    let report = reconcile(&mut c, &desired)
+        .await
+        .map_err(|e| format!("reconcile: {e}"))?;
+    tracing::info!(
+        dataplane = index,
+        restarted,
+        leaks = report.leaks.len(),
+        orphans = report.orphans.len(),
+        mismatched = report.mismatched.len(),
+        matching = report.matching,
+        "reconciled"
+    );
+    if let Ok(mut s) = status.lock() {
+        s.connected = true;
+        s.dataplane_id = id.dataplane_id.clone();
+        s.boot_id = id.boot_id;
+        s.restarts_seen += u64::from(restarted);
+        s.reconnects += 1;
+        s.last_reconcile = Some(report);
+        s.last_error = None;
+    }
+    if !removed.is_empty() {
+        let _ = events
+            .send(DpEvent::Removed {
+                ids: std::mem::take(&mut removed),
+            })
+            .await;
+    }
+
+    loop {
+        tokio::select! {
+            m = punts.message() => {
+                match m {
+                    Ok(Some(frame)) => {
+                        if events.send(DpEvent::Punted { dataplane: index, frame }).await.is_err() {
+                            return Ok(());
+                        }
+                    }
+                    Ok(None) => return Err("punt stream closed".into()),
+                    Err(e) => return Err(format!("punt stream: {e}")),
+                }
+            }
+            cmd = cmds.recv() => {
+                let Some(cmd) = cmd else { return Ok(()) };
+                let mut ops = Vec::new();
+                let mut pending = Some(cmd);
+                // Batch whatever else is already queued.
+                while let Some(cmd) = pending.take() {
+                    match cmd {
+                        DpCmd::Program(op) => ops.push(op),
+                        DpCmd::Inject { port, frame } => {
+                            let _ = inject_tx.try_send(pb::InjectedFrame { port, frame });
+                        }
+                        DpCmd::Audit { desired, reply } => {
+                            let r = program(&mut c, std::mem::take(&mut ops), &mut removed).await;
+                            let d = match r {
+                                Ok(()) => list_all(&mut c).await.map(|h| diff(&h, &desired)).map_err(|e| e.to_string()),
+                                Err(e) => Err(e.to_string()),
+                            };
+                            let _ = reply.send(d);
+                        }
+                    }
+                    if ops.len() < BATCH_MAX {
+                        pending = cmds.try_recv().ok();
+                    }
+                }
+                let r = program(&mut c, ops, &mut removed).await;
+                if !removed.is_empty() {
+                    let _ = events.send(DpEvent::Removed { ids: std::mem::take(&mut removed) }).await;
+                }
+                r.map_err(|e| format!("programming: {e}"))?;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    fn dp(id: u64, captive: bool) -> DpSession {
+        DpSession {
+            id,
+            port: 0,
+            outer_vlan: 0,
+            inner_vlan: 0,
+            mac: [2, 0, 0, 0, 0, id as u8],
+            ip: Ipv4Addr::new(100, 64, 0, id as u8),
+            plan_id: 1,
+            captive,
+        }
+    }
+
+    #[test]
+    fn diff_enumerates_leaks_orphans_and_mismatches() {
+        let held = vec![
+            to_proto(&dp(1, false)),
+            to_proto(&dp(2, false)),
+            to_proto(&dp(9, false)),
+        ];
+        let desired = vec![dp(1, false), dp(2, true), dp(3, false)];
+        let d = diff(&held, &desired);
+        assert_eq!(d.leaks, vec![3]);
+        assert_eq!(d.orphans, vec![9]);
+        assert_eq!(d.mismatched, vec![2]);
+        assert_eq!(d.matching, 1);
+    }
+}

@@ -1,0 +1,405 @@
+//! The engine task: the one owner of [`Engine`] and the store. It takes punted frames and
+//! dataplane events, operator commands and ticks; processes whatever is queued as one batch;
+//! commits that batch's store changes in one transaction; and only then lets the batch's DHCP
+//! replies and dataplane programming out, so no client holds a lease the store lacks.
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use kbng_api::v1 as pb;
+use serde::Serialize;
+use tokio::sync::{broadcast, mpsc, oneshot};
+
+use crate::config::{Config, read_cap};
+use crate::core::SessionId;
+use crate::core::aaa::{format_mac, parse_mac};
+use crate::core::engine::{DpSession, Engine, Output, Session, dp_session};
+use crate::core::licence::Cap;
+use crate::dataplane::{DpCmd, DpEvent};
+use crate::store::{Store, StoreOp};
+
+pub fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// A session as the operator API shows it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionView {
+    pub id: SessionId,
+    pub state: &'static str,
+    pub mac: String,
+    pub ip: Option<Ipv4Addr>,
+    pub dataplane: u32,
+    pub port: u32,
+    pub outer_vlan: u16,
+    pub inner_vlan: u16,
+    pub plan_id: Option<u32>,
+    pub captive: Option<bool>,
+    pub created_ns: u64,
+    pub bound_at_ns: Option<u64>,
+    pub renewed_at_ns: Option<u64>,
+    pub lease_secs: Option<u32>,
+    pub circuit_id: Option<String>,
+    pub remote_id: Option<String>,
+}
+
+pub fn view(s: &Session) -> SessionView {
+    let b = s.state.bound();
+    SessionView {
+        id: s.id,
+        state: s.state.name(),
+        mac: format_mac(&s.mac),
+        ip: s.state.ip(),
+        dataplane: s.line.dataplane,
+        port: s.line.port,
+        outer_vlan: s.line.outer_vlan,
+        inner_vlan: s.line.inner_vlan,
+        plan_id: b.map(|(_, g)| g.plan_id()),
+        captive: b.map(|(_, g)| g.captive()),
+        created_ns: s.created_ns,
+        bound_at_ns: b.map(|(l, _)| l.bound_at_ns),
+        renewed_at_ns: b.map(|(l, _)| l.renewed_at_ns),
+        lease_secs: b.map(|(l, _)| l.lease_secs),
+        circuit_id: s
+            .circuit_id
+            .as_ref()
+            .map(|c| String::from_utf8_lossy(c).into_owned()),
+        remote_id: s
+            .remote_id
+            .as_ref()
+            .map(|c| String::from_utf8_lossy(c).into_owned()),
+    }
+}
+
+/// Which sessions a listing wants.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    pub state: Option<String>,
+    pub mac: Option<[u8; 6]>,
+    pub ip: Option<Ipv4Addr>,
+    pub captive: Option<bool>,
+}
+
+impl Filter {
+    fn matches(&self, s: &Session) -> bool {
+        self.state.as_deref().is_none_or(|st| s.state.name() == st)
+            && self.mac.is_none_or(|m| s.mac == m)
+            && self.ip.is_none_or(|ip| s.state.ip() == Some(ip))
+            && self
+                .captive
+                .is_none_or(|c| s.state.bound().map(|(_, g)| g.captive()) == Some(c))
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusView {
+    pub sessions: usize,
+    pub by_state: HashMap<&'static str, usize>,
+    pub cap: Cap,
+    pub admitted_active: usize,
+    pub waiting_captive: usize,
+    pub counters: Vec<(&'static str, u64)>,
+    pub store_errors: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WatchEvent {
+    pub id: SessionId,
+    pub state: &'static str,
+    pub at_ns: u64,
+}
+
+/// Operator commands.
+#[derive(Debug)]
+pub enum ApiCmd {
+    List {
+        after: SessionId,
+        limit: usize,
+        filter: Filter,
+        reply: oneshot::Sender<(Vec<SessionView>, SessionId)>,
+    },
+    Get {
+        id: SessionId,
+        reply: oneshot::Sender<Option<SessionView>>,
+    },
+    Release {
+        id: SessionId,
+        reply: oneshot::Sender<bool>,
+    },
+    Drain {
+        max: usize,
+        reply: oneshot::Sender<(usize, usize)>,
+    },
+    Status {
+        reply: oneshot::Sender<StatusView>,
+    },
+    Desired {
+        dataplane: u32,
+        reply: oneshot::Sender<Vec<DpSession>>,
+    },
+    ImportSubscribers {
+        text: String,
+        json: bool,
+        reply: oneshot::Sender<Result<usize, Vec<String>>>,
+    },
+    RemoveSubscriber {
+        mac: String,
+        reply: oneshot::Sender<Result<bool, String>>,
+    },
+    ChangePlan {
+        id: SessionId,
+        plan: String,
+        reply: oneshot::Sender<Result<(), String>>,
+    },
+}
+
+/// Everything the engine task talks to.
+#[derive(Debug)]
+pub struct EngineTask {
+    pub engine: Engine,
+    pub store: Store,
+    pub dps: Vec<mpsc::UnboundedSender<DpCmd>>,
+    pub dp_events: mpsc::Receiver<DpEvent>,
+    pub api: mpsc::Receiver<ApiCmd>,
+    pub watch: broadcast::Sender<WatchEvent>,
+    pub cfg: Arc<Config>,
+}
+
+/// One batch's effects, released after the store commit.
+#[derive(Default)]
+struct Batch {
+    store: Vec<StoreOp>,
+    sends: Vec<(u32, DpCmd)>,
+    watch: Vec<WatchEvent>,
+    replies: Vec<Box<dyn FnOnce() + Send>>,
+}
+
+impl EngineTask {
+    pub async fn run(mut self) {
+        let mut tick = tokio::time::interval(Duration::from_millis(20));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut cap_check = tokio::time::interval(Duration::from_secs(1));
+        let mut store_errors = 0u64;
+        let cap_file: Option<PathBuf> = self.cfg.cap_file.clone();
+        loop {
+            let mut b = Batch::default();
+            tokio::select! {
+                ev = self.dp_events.recv() => {
+                    let Some(ev) = ev else { return };
+                    self.dp_event(ev, &mut b);
+                    // Whatever else is queued joins this batch (bounded).
+                    for _ in 0..2000 {
+                        match self.dp_events.try_recv() {
+                            Ok(ev) => self.dp_event(ev, &mut b),
+                            Err(_) => break,
+                        }
+                    }
+                }
+                cmd = self.api.recv() => {
+                    let Some(cmd) = cmd else { return };
+                    self.api_cmd(cmd, &mut b, store_errors);
+                }
+                _ = tick.tick() => {
+                    let out = self.engine.tick(now_ns());
+                    self.outputs(out, &mut b);
+                }
+                _ = cap_check.tick() => {
+                    if let Some(p) = &cap_file {
+                        match read_cap(p) {
+                            Ok(cap) if cap.max_sessions != self.engine.cap().max_sessions => {
+                                tracing::info!(cap = cap.max_sessions, "licence cap changed");
+                                let out = self.engine.set_cap(cap, now_ns());
+                                self.outputs(out, &mut b);
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+            }
+            if !b.store.is_empty()
+                && let Err(e) = self.store.apply(&b.store, self.engine.next_id())
+            {
+                store_errors += 1;
+                tracing::error!("store commit failed: {e}");
+            }
+            for (dp, cmd) in b.sends {
+                if let Some(tx) = self.dps.get(dp as usize) {
+                    let _ = tx.send(cmd);
+                }
+            }
+            for w in b.watch {
+                let _ = self.watch.send(w);
+            }
+            for r in b.replies {
+                r();
+            }
+        }
+    }
+
+    fn outputs(&mut self, out: Vec<Output>, b: &mut Batch) {
+        for o in out {
+            match o {
+                Output::Inject {
+                    dataplane,
+                    port,
+                    frame,
+                } => b.sends.push((dataplane, DpCmd::Inject { port, frame })),
+                Output::Program { dataplane, op } => b.sends.push((dataplane, DpCmd::Program(op))),
+                Output::Persist(s) => b.store.push(StoreOp::Put(s)),
+                Output::Forget(id) => b.store.push(StoreOp::Delete(id)),
+                Output::Changed { id, state } => b.watch.push(WatchEvent {
+                    id,
+                    state,
+                    at_ns: now_ns(),
+                }),
+                Output::Authorize { .. } => {
+                    tracing::warn!("external authorization requested but no RADIUS adapter");
+                }
+                Output::Accounting { .. } => {}
+            }
+        }
+    }
+
+    fn dp_event(&mut self, ev: DpEvent, b: &mut Batch) {
+        let now = now_ns();
+        match ev {
+            DpEvent::Punted { dataplane, frame } => match pb::PuntReason::try_from(frame.reason) {
+                Ok(pb::PuntReason::Dhcp) => {
+                    let out = self
+                        .engine
+                        .handle_dhcp(dataplane, frame.port, &frame.frame, now);
+                    self.outputs(out, b);
+                }
+                Ok(pb::PuntReason::PortalHttp) => {
+                    for f in crate::portal::answer(&frame.frame, &self.cfg.portal_url) {
+                        b.sends.push((
+                            dataplane,
+                            DpCmd::Inject {
+                                port: frame.port,
+                                frame: f,
+                            },
+                        ));
+                    }
+                }
+                _ => {}
+            },
+            DpEvent::Up {
+                dataplane,
+                port_macs,
+                desired,
+            } => {
+                for (port, mac) in port_macs {
+                    self.engine.set_port_mac(dataplane, port, mac);
+                }
+                let _ = desired.send(self.engine.desired(dataplane));
+            }
+            DpEvent::Removed { ids } => {
+                for id in ids {
+                    let out = self.engine.removed(id, now);
+                    self.outputs(out, b);
+                }
+            }
+        }
+    }
+
+    fn api_cmd(&mut self, cmd: ApiCmd, b: &mut Batch, store_errors: u64) {
+        let now = now_ns();
+        match cmd {
+            ApiCmd::List {
+                after,
+                limit,
+                filter,
+                reply,
+            } => {
+                let page: Vec<SessionView> = self
+                    .engine
+                    .list(after, limit, move |s| filter.matches(s))
+                    .map(view)
+                    .collect();
+                let next = if page.len() == limit {
+                    page.last().map_or(0, |v| v.id)
+                } else {
+                    0
+                };
+                let _ = reply.send((page, next));
+            }
+            ApiCmd::Get { id, reply } => {
+                let _ = reply.send(self.engine.session(id).map(view));
+            }
+            ApiCmd::Release { id, reply } => {
+                let out = self.engine.disconnect(id, now);
+                let found = out.is_some();
+                self.outputs(out.unwrap_or_default(), b);
+                b.replies.push(Box::new(move || {
+                    let _ = reply.send(found);
+                }));
+            }
+            ApiCmd::Drain { max, reply } => {
+                let before = self.engine.sessions_len();
+                let (out, remaining) = self.engine.drain(max, now);
+                self.outputs(out, b);
+                b.replies.push(Box::new(move || {
+                    let _ = reply.send((before, remaining));
+                }));
+            }
+            ApiCmd::Status { reply } => {
+                let mut by_state: HashMap<&'static str, usize> = HashMap::new();
+                for s in self.engine.list(0, usize::MAX, |_| true) {
+                    *by_state.entry(s.state.name()).or_default() += 1;
+                }
+                let (active, waiting) = self.engine.admission_counts();
+                let _ = reply.send(StatusView {
+                    sessions: self.engine.sessions_len(),
+                    by_state,
+                    cap: self.engine.cap().clone(),
+                    admitted_active: active,
+                    waiting_captive: waiting,
+                    counters: self.engine.counters(),
+                    store_errors,
+                });
+            }
+            ApiCmd::Desired { dataplane, reply } => {
+                // Sent after this batch's programming, so an audit sees it applied.
+                let desired = self.engine.desired(dataplane);
+                b.replies.push(Box::new(move || {
+                    let _ = reply.send(desired);
+                }));
+            }
+            ApiCmd::ImportSubscribers { text, json, reply } => {
+                let r = if json {
+                    self.engine.subscribers.import_json(&text)
+                } else {
+                    self.engine.subscribers.import_csv(&text)
+                };
+                let _ = reply.send(r.map_err(|errs| errs.iter().map(|e| e.to_string()).collect()));
+            }
+            ApiCmd::RemoveSubscriber { mac, reply } => {
+                let r = parse_mac(&mac)
+                    .ok_or_else(|| format!("bad MAC {mac:?}"))
+                    .map(|m| self.engine.subscribers.remove_mac(&m));
+                let _ = reply.send(r);
+            }
+            ApiCmd::ChangePlan { id, plan, reply } => {
+                let r = self.engine.change_plan(id, &plan, now);
+                let r = r.map(|out| self.outputs(out, b));
+                b.replies.push(Box::new(move || {
+                    let _ = reply.send(r);
+                }));
+            }
+        }
+    }
+}
+
+/// Every bound session as the dataplane form (used by tests and audits).
+pub fn desired_of(sessions: &[Session]) -> Vec<DpSession> {
+    sessions.iter().filter_map(dp_session).collect()
+}
