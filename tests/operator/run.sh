@@ -399,6 +399,25 @@ t_deleting_the_bng_drains_and_cleans_up() {
   return $rc
 }
 
+t_drain_acknowledged_by_the_control_pod_ends_the_wait() {
+  local rc=0 token
+  bng_json ack '.' | kubectl apply -f - || return 1
+  eventually 30 jq_true k get pod ack-control-0 -o json -- \
+    '.status.conditions[] | select(.type == "Ready") | .status == "True"' || return 1
+  eventually 20 jq_true k get bng ack -o json -- '(.metadata.finalizers // []) | index("kbng.dev/drain") != null' || return 1
+  k delete bng ack --wait=false || return 1
+  eventually 10 jq_true k get pod ack-control-0 -o json -- \
+    '.metadata.annotations["kbng.dev/drain-requested"] != null' || return 1
+  # Play the control pod's part of the protocol: acknowledge with the same token.
+  token=$(k get pod ack-control-0 -o jsonpath='{.metadata.annotations.kbng\.dev/drain-requested}')
+  k annotate pod ack-control-0 "kbng.dev/drained=$token" || return 1
+  # Well inside the 10 s drain timeout of the lab values.
+  eventually 6 bash -c "! kubectl -n $NS get bng ack" || rc=1
+  expect_eq "$(k get events.events.k8s.io -o json | jq -c '[.items[] | select(.regarding.name == "ack" and (.reason | test("^Drain"))) | .reason] | unique')" \
+    '["Drained","Draining"]' "drain events" || rc=1
+  return $rc
+}
+
 main() {
   trap cleanup EXIT
   log "work folder $WORK, cluster $KBNG_CLUSTER_DIR"
@@ -426,6 +445,7 @@ main() {
   run_test operator_killed_mid_reconcile_converges t_operator_killed_mid_reconcile_converges
   run_test only_the_lease_holder_writes t_only_the_lease_holder_writes
   run_test deleting_the_bng_drains_and_cleans_up t_deleting_the_bng_drains_and_cleans_up
+  run_test drain_acknowledged_by_the_control_pod_ends_the_wait t_drain_acknowledged_by_the_control_pod_ends_the_wait
   if [[ -n ${KBNG_E2E_CRD_OVERRIDE:-} ]]; then
     log "WARNING: these results are for the CRDs in $KBNG_E2E_CRD_OVERRIDE, not crds/yaml"
   fi
