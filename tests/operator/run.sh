@@ -322,6 +322,13 @@ t_bad_input_is_reported_not_retried() {
   plan_json 0 gold | kubectl apply -f - || return 1
   eventually 30 jq_true k get bng noplan -o json -- \
     '.status.conditions[] | select(.type == "Stalled") | .status == "False"' || rc=1
+  # Replacing the forged licence with a genuine one (the BNG itself unchanged) lifts the cap:
+  # the BNG controller follows its Licence.
+  issue_licence forged 500 | kubectl apply -f - || return 1
+  eventually 30 jq_true k get bng noplan -o json -- \
+    '.status.sessions.cap == 500 and .status.licenceSource == "licence"' || rc=1
+  eventually 20 jq_true k get cm noplan-control -o json -- \
+    '.data["control.json"] | fromjson | .sessionCap == 500' || rc=1
   k delete bng noplan --wait=false
   return $rc
 }
