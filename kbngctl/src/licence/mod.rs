@@ -133,8 +133,8 @@ fn keygen(out: &Path) -> anyhow::Result<ExitCode> {
 fn read_signing_key(path: &Path) -> anyhow::Result<SigningKey> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("--signing-key {}", path.display()))?;
-    Ok(grant::signing_key_from_base64(&text)
-        .with_context(|| format!("--signing-key {}", path.display()))?)
+    grant::signing_key_from_base64(&text)
+        .with_context(|| format!("--signing-key {}", path.display()))
 }
 
 fn verify(public_key: &str, file: &Path, now: Timestamp) -> anyhow::Result<ExitCode> {
