@@ -406,6 +406,23 @@ t_deleting_the_bng_drains_and_cleans_up() {
   return $rc
 }
 
+t_radius_bng_control_may_read_exactly_its_secret() {
+  # The operator can only grant what it holds (RBAC escalation prevention): this proves the
+  # chart's ClusterRole suffices for a RADIUS BNG, and that the grant is one Secret.
+  local rc=0
+  bng_json radius '.spec.aaa = {"mode": "radius", "unknownSubscribers": "captive",
+      "radius": {"servers": [{"address": "192.0.2.10"}], "nasIdentifier": "lab",
+                 "secretRef": {"name": "radius-secret", "key": "secret"}}}' |
+    kubectl apply -f - || return 1
+  eventually 30 k get role radius-control || return 1
+  expect_eq "$(k get role radius-control -o json | jq -c '[.rules[] | select(.resources | index("secrets")) | {verbs, resourceNames}]')" \
+    '[{"verbs":["get","watch","list"],"resourceNames":["radius-secret"]}]' "secret rule" || rc=1
+  eventually 20 jq_true k get bng radius -o json -- \
+    '.status.conditions[] | select(.type == "AAAReachable") | .status == "Unknown" and .reason == "NotReported"' || rc=1
+  k delete bng radius --wait=false
+  return $rc
+}
+
 t_drain_acknowledged_by_the_control_pod_ends_the_wait() {
   local rc=0 token
   bng_json ack '.' | kubectl apply -f - || return 1
@@ -449,6 +466,7 @@ main() {
   run_test scheduler_places_dataplanes_only_where_they_fit t_scheduler_places_dataplanes_only_where_they_fit
   run_test bad_input_is_reported_not_retried t_bad_input_is_reported_not_retried
   run_test plan_edit_reaches_status_and_control_config t_plan_edit_reaches_status_and_control_config
+  run_test radius_bng_control_may_read_exactly_its_secret t_radius_bng_control_may_read_exactly_its_secret
   run_test operator_killed_mid_reconcile_converges t_operator_killed_mid_reconcile_converges
   run_test only_the_lease_holder_writes t_only_the_lease_holder_writes
   run_test deleting_the_bng_drains_and_cleans_up t_deleting_the_bng_drains_and_cleans_up
