@@ -10,7 +10,9 @@ use serde::{Deserialize, Serialize};
 use crate::common::{LocalRef, SecretKeyRef, VlanRange};
 use crate::licence::LicenceSource;
 
-/// Dotted-quad IPv4 address.
+/// Dotted-quad IPv4 address. Fields using it also carry `maxLength: 15`, and prefixes
+/// `maxLength: 18`: without a bound the API server estimates the cost of the `cidr()` CEL rules
+/// as unbounded and refuses the CRD.
 const IPV4_PATTERN: &str = r"^((25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])$";
 /// Dotted-quad IPv4 prefix with a length.
 const CIDR_PATTERN: &str = r"^((25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])/([0-9]|[12][0-9]|3[0-2])$";
@@ -199,9 +201,9 @@ pub struct AccessSpec {
 #[x_kube(validation = Rule::new("cidr(self.address).containsIP(self.gateway)").message("gateway must be inside the uplink address's prefix"))]
 pub struct UplinkSpec {
     /// The dataplane's uplink address with its prefix, e.g. `192.0.2.2/30`.
-    #[schemars(regex(pattern = CIDR_PATTERN))]
+    #[schemars(regex(pattern = CIDR_PATTERN), length(max = 18))]
     pub address: String,
-    #[schemars(regex(pattern = IPV4_PATTERN))]
+    #[schemars(regex(pattern = IPV4_PATTERN), length(max = 15))]
     pub gateway: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 4094))]
@@ -218,18 +220,18 @@ pub struct UplinkSpec {
 pub struct PoolSpec {
     #[schemars(regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"), length(max = 63))]
     pub name: String,
-    #[schemars(regex(pattern = CIDR_PATTERN))]
+    #[schemars(regex(pattern = CIDR_PATTERN), length(max = 18))]
     pub cidr: String,
-    #[schemars(regex(pattern = IPV4_PATTERN))]
+    #[schemars(regex(pattern = IPV4_PATTERN), length(max = 15))]
     pub gateway: String,
     #[schemars(range(min = 60, max = 31_536_000))]
     pub lease_secs: u32,
     /// Prefixes never handed out (a single address is a /32).
     #[serde(default)]
-    #[schemars(length(max = 256), inner(regex(pattern = CIDR_PATTERN)))]
+    #[schemars(length(max = 256), inner(regex(pattern = CIDR_PATTERN), length(max = 18)))]
     pub exclusions: Vec<String>,
     #[serde(default)]
-    #[schemars(length(max = 4), inner(regex(pattern = IPV4_PATTERN)))]
+    #[schemars(length(max = 4), inner(regex(pattern = IPV4_PATTERN), length(max = 15)))]
     pub dns: Vec<String>,
 }
 
@@ -248,7 +250,7 @@ pub enum DhcpMode {
 pub struct DhcpSpec {
     pub mode: DhcpMode,
     #[serde(default)]
-    #[schemars(length(max = 8), inner(regex(pattern = IPV4_PATTERN)))]
+    #[schemars(length(max = 8), inner(regex(pattern = IPV4_PATTERN), length(max = 15)))]
     pub relay_servers: Vec<String>,
     /// Use option 82 (circuit-id, remote-id) as the subscriber's identity (RFC 3046).
     #[serde(default)]
@@ -278,7 +280,7 @@ pub enum UnknownSubscriberPolicy {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RadiusServer {
-    #[schemars(regex(pattern = IPV4_PATTERN))]
+    #[schemars(regex(pattern = IPV4_PATTERN), length(max = 15))]
     pub address: String,
     #[serde(default = "default_auth_port")]
     #[schemars(range(min = 1, max = 65535))]
@@ -338,7 +340,7 @@ pub enum GardenProtocol {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[x_kube(validation = Rule::new("self.protocol != 'any' || !has(self.port)").message("a port needs protocol tcp or udp"))]
 pub struct GardenAllow {
-    #[schemars(regex(pattern = CIDR_PATTERN))]
+    #[schemars(regex(pattern = CIDR_PATTERN), length(max = 18))]
     pub prefix: String,
     pub protocol: GardenProtocol,
     #[serde(default, skip_serializing_if = "Option::is_none")]

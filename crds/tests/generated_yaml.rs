@@ -150,3 +150,41 @@ fn vlan_ids_are_bounded_in_the_schema() {
     let text = std::fs::read_to_string(yaml_dir().join("bngs.kbng.dev.yaml")).unwrap();
     assert!(text.contains("maximum: 4094.0"));
 }
+
+/// Every string with a pattern also needs a maximum length: the API server estimates the cost
+/// of CEL rules such as `cidr(self.cidr)` from it and refuses a CRD whose estimate is unbounded,
+/// a refusal no unit test sees without this check.
+fn patterned_strings_are_bounded(path: &str, schema: &JSONSchemaProps, missing: &mut Vec<String>) {
+    if schema.type_.as_deref() == Some("string")
+        && schema.pattern.is_some()
+        && schema.max_length.is_none()
+    {
+        missing.push(path.to_string());
+    }
+    for (name, child) in schema.properties.iter().flatten() {
+        patterned_strings_are_bounded(&format!("{path}.{name}"), child, missing);
+    }
+    if let Some(items) = &schema.items {
+        let json = serde_json::to_value(items).unwrap();
+        if let Ok(inner) = serde_json::from_value::<JSONSchemaProps>(json) {
+            patterned_strings_are_bounded(&format!("{path}[]"), &inner, missing);
+        }
+    }
+}
+
+#[test]
+fn patterned_strings_have_a_max_length() {
+    for (file, crd) in kbng_crds::all_crds() {
+        let schema = crd.spec.versions[0]
+            .schema
+            .as_ref()
+            .and_then(|s| s.open_api_v3_schema.as_ref())
+            .unwrap();
+        let mut missing = Vec::new();
+        patterned_strings_are_bounded("", schema, &mut missing);
+        assert!(
+            missing.is_empty(),
+            "{file}: strings without maxLength: {missing:?}"
+        );
+    }
+}
