@@ -155,6 +155,12 @@ impl SessionCounters {
         d[colour.index() * 2].add(1);
         d[colour.index() * 2 + 1].add(u64::from(len));
     }
+    /// The first counter of a direction (read only to bring its cache line in).
+    #[inline(always)]
+    pub fn first(&self, dir: usize) -> u64 {
+        self.cells.get(dir).map_or(0, |d| d[0].get())
+    }
+
     /// Count a packet dropped by its colour's action.
     #[inline(always)]
     pub fn count_drop(&self, dir: Direction) {
@@ -193,4 +199,16 @@ pub struct WorkerStats {
     pub busy_cycles: Counter,
     /// Injected frames transmitted.
     pub injected: Counter,
+    /// Nanoseconds the worker thread was on a CPU during its loop (from
+    /// `/proc/thread-self/schedstat`; unlike TSC cycles it excludes time the thread was
+    /// preempted on a shared machine). Written when the loop ends.
+    pub cpu_ns: Counter,
+}
+
+/// Nanoseconds the calling thread has run on a CPU (Linux schedstat), 0 if unknown.
+pub fn thread_cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
 }

@@ -111,6 +111,7 @@ impl Worker {
         let mut rx: Box<Frame<Mbuf>> = Box::default();
         let mut tx_a: Box<Frame<Mbuf>> = Box::default();
         let mut tx_u: Box<Frame<Mbuf>> = Box::default();
+        let cpu_start = crate::counters::thread_cpu_ns();
         while !stop.load(Ordering::Relaxed) {
             let now = dpdk_sys::tsc();
             self.commands
@@ -166,6 +167,9 @@ impl Worker {
             }
             self.inject(q, &mut out);
         }
+        self.stats
+            .cpu_ns
+            .add(crate::counters::thread_cpu_ns().saturating_sub(cpu_start));
     }
 
     fn inject(&mut self, q: &mut WorkerQueues, out: &mut Burst<{ crate::packet::FRAME_SIZE }>) {

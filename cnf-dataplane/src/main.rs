@@ -430,6 +430,7 @@ fn print_stats(
                 "tx_dropped": s.tx_dropped.get(),
                 "rx_bursts": s.rx_bursts.get(),
                 "busy_cycles": s.busy_cycles.get(),
+                "cpu_ns": s.cpu_ns.get(),
                 "nodes": nodes,
             })
         })

@@ -55,6 +55,14 @@ pub struct Meta {
     pub inner_vid: u16,
     /// Session slot, set by session-lookup.
     pub slot: u32,
+    /// Source MAC, set by ethernet-input (the upstream key needs it).
+    pub src_mac: [u8; 6],
+    /// IPv4 source (host order), set by ethernet-input for IPv4.
+    pub src_ip: u32,
+    /// IPv4 destination (host order), set by ethernet-input for IPv4.
+    pub dst_ip: u32,
+    /// IPv4 total length, set by ethernet-input for IPv4 (the metered length).
+    pub ip_len: u16,
     /// Punt reason code, set by the node that punts.
     pub punt_reason: u8,
 }

@@ -116,6 +116,12 @@ impl EthernetInputNode {
                 } else {
                     Direction::Down
                 };
+                // Later nodes read these from the metadata, which sits in the frame array,
+                // instead of touching the packet again.
+                m.src_mac = l2.src.0;
+                m.src_ip = u32::from(ip.src());
+                m.dst_ip = u32::from(ip.dst());
+                m.ip_len = ip.total_len();
                 N::SessionLookup
             }
             ethertype::ARP => {

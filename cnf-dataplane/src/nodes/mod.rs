@@ -69,14 +69,5 @@ pub(crate) fn be32(b: &[u8], at: usize) -> u32 {
     }
 }
 
-/// Read a MAC at `at` (zeros if out of range).
-#[inline(always)]
-pub(crate) fn mac_at(b: &[u8], at: usize) -> [u8; 6] {
-    match b.get(at..at + 6) {
-        Some(&[a, c, d, e, f, g]) => [a, c, d, e, f, g],
-        _ => [0; 6],
-    }
-}
-
 #[cfg(test)]
 pub(crate) mod testpkt;

@@ -61,6 +61,12 @@ impl Index {
         self.words.get(pos & self.mask).copied().unwrap_or(EMPTY)
     }
 
+    /// The slot a home word names, if any (for touching its record ahead of use).
+    #[inline(always)]
+    pub fn candidate(w: u64) -> Option<u32> {
+        (w != EMPTY).then(|| slot_of(w))
+    }
+
     /// Find the slot for `hash` whose key `matches`, starting from the home word `first`
     /// already read in pass one.
     #[inline(always)]
