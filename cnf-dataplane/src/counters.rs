@@ -114,10 +114,30 @@ impl<K: CounterKind> NodeCounters<K> {
     }
 }
 
-/// Per-session, per-direction colour counters (packets and bytes per colour).
+/// A value aligned to (and padded to a multiple of) a 64-byte cache line, so per-packet state
+/// of one session and direction never straddles two lines.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[repr(align(64))]
+pub struct CacheLine<T>(pub T);
+
+impl<T> std::ops::Deref for CacheLine<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T> std::ops::DerefMut for CacheLine<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.0
+    }
+}
+
+/// Per-session, per-direction colour counters (packets and bytes per colour, and drops); each
+/// direction is one cache line.
 #[derive(Debug, Default)]
 pub struct SessionCounters {
-    cells: [[Counter; 7]; 2],
+    cells: [CacheLine<[Counter; 7]>; 2],
 }
 
 /// Index of the "dropped by the colour's action" cell.
@@ -168,7 +188,10 @@ impl SessionCounters {
     }
     /// Zero all (when a slot is (re)installed).
     pub fn clear(&self) {
-        self.cells.iter().flatten().for_each(Counter::clear);
+        self.cells
+            .iter()
+            .flat_map(|d| d.0.iter())
+            .for_each(Counter::clear);
     }
     /// Read all.
     pub fn read(&self) -> SessionCounts {
