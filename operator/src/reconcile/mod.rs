@@ -14,7 +14,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::{controller::Action, watcher};
 use kube::{Client, Resource};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::config::WorkloadConfig;
 
@@ -169,9 +169,25 @@ where
     K::DynamicType: Default,
 {
     let key = key_of(obj.as_ref());
+    if err.is_conflict() {
+        // Optimistic concurrency at work: the object changed between our read and our write.
+        // The watch already carries the newer version, so retry soon and do not escalate.
+        debug!(object = %key, %err, "write raced a newer version; retrying");
+        return Action::requeue(CONFLICT_RETRY);
+    }
     let delay = ctx.backoff(&key);
     warn!(object = %key, %err, retry_in = ?delay, "reconcile failed");
     Action::requeue(delay)
+}
+
+/// How soon a write refused with 409 Conflict is retried.
+const CONFLICT_RETRY: Duration = Duration::from_millis(200);
+
+impl ReconcileError {
+    /// A 409 Conflict: the write carried a stale resourceVersion.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, ReconcileError::Kube(kube::Error::Api(status)) if status.code == 409)
+    }
 }
 
 /// Runs the three controllers until one stream ends (shutdown) or `stop` resolves.
