@@ -13,6 +13,8 @@ pub struct SrTcmProfile {
     pub cir_period: u64,
     /// Tokens (bytes) added per update.
     pub cir_bytes_per_period: u64,
+    /// [`super::reciprocal`] of `cir_period`.
+    pub cir_recip: u64,
 }
 
 impl SrTcmProfile {
@@ -38,6 +40,7 @@ impl SrTcmProfile {
             ebs_bytes,
             cir_period,
             cir_bytes_per_period,
+            cir_recip: super::reciprocal(cir_period),
         })
     }
 }
@@ -70,7 +73,7 @@ impl SrTcm {
     /// Token update (RFC 2697 §4): tokens overflowing Tc go to Te, as in `rte_meter`.
     #[inline]
     pub fn check(&mut self, p: &SrTcmProfile, now: u64, len: u32) -> Colour {
-        let (n, time) = elapsed_periods(now, self.time, p.cir_period);
+        let (n, time) = elapsed_periods(now, self.time, p.cir_period, p.cir_recip);
         self.time = time;
         let mut tc = self
             .tc

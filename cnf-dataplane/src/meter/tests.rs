@@ -126,6 +126,22 @@ fn invalid_profiles_rejected() {
 
 proptest! {
     #[test]
+    fn reciprocal_division_is_exact(x in any::<u64>(), d in 1u64..u64::MAX) {
+        prop_assert_eq!(div_by(x, d, reciprocal(d)), x / d);
+    }
+
+    #[test]
+    fn reciprocal_division_near_max(k in 0u64..1000, d in 1u64..u64::MAX) {
+        let x = u64::MAX - k;
+        prop_assert_eq!(div_by(x, d, reciprocal(d)), x / d);
+    }
+
+    #[test]
+    fn reciprocal_division_small_divisors(x in any::<u64>(), d in 1u64..100_000) {
+        prop_assert_eq!(div_by(x, d, reciprocal(d)), x / d);
+    }
+
+    #[test]
     fn srtcm_buckets_never_exceed_bursts(
         cir in 1u64..10_000_000_000,
         cbs in 0u64..1_000_000,

@@ -17,6 +17,10 @@ pub struct TrTcmProfile {
     pub pir_period: u64,
     /// Peak tokens per update.
     pub pir_bytes_per_period: u64,
+    /// [`super::reciprocal`] of `cir_period`.
+    pub cir_recip: u64,
+    /// [`super::reciprocal`] of `pir_period`.
+    pub pir_recip: u64,
 }
 
 impl TrTcmProfile {
@@ -55,6 +59,8 @@ impl TrTcmProfile {
             cir_bytes_per_period,
             pir_period,
             pir_bytes_per_period,
+            cir_recip: super::reciprocal(cir_period),
+            pir_recip: super::reciprocal(pir_period),
         })
     }
 }
@@ -88,8 +94,8 @@ impl TrTcm {
     /// exceeds Tp, else yellow if it exceeds Tc, else green; a red packet takes no tokens.
     #[inline]
     pub fn check(&mut self, p: &TrTcmProfile, now: u64, len: u32) -> Colour {
-        let (n_tc, time_tc) = elapsed_periods(now, self.time_tc, p.cir_period);
-        let (n_tp, time_tp) = elapsed_periods(now, self.time_tp, p.pir_period);
+        let (n_tc, time_tc) = elapsed_periods(now, self.time_tc, p.cir_period, p.cir_recip);
+        let (n_tp, time_tp) = elapsed_periods(now, self.time_tp, p.pir_period, p.pir_recip);
         self.time_tc = time_tc;
         self.time_tp = time_tp;
         let tc = self
