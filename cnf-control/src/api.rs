@@ -12,6 +12,7 @@
 //! | GET | /v1/watch | NDJSON stream of state changes |
 //! | GET | /v1/status | counts, cap and its source, counters |
 //! | GET | /v1/dataplanes | connection, boot id, last reconcile (leaks, orphans) |
+//! | GET | /v1/dataplanes/{i}/counters | that dataplane's node counters |
 //! | GET | /v1/audit | a fresh comparison with every dataplane (leaks, orphans) |
 //! | POST | /v1/subscribers?format=csv\|json | bulk import |
 //! | DELETE | /v1/subscribers/{mac} | remove one |
@@ -227,6 +228,31 @@ async fn counters(State(s): State<ApiState>, Path(id): Path<u64>) -> ApiResult {
     .into_response())
 }
 
+async fn nodes(State(s): State<ApiState>, Path(i): Path<usize>) -> ApiResult {
+    let addr = s
+        .dp_addrs
+        .get(i)
+        .ok_or_else(|| err(StatusCode::NOT_FOUND, "no such dataplane"))?;
+    let mut c = crate::dataplane::connect(addr)
+        .await
+        .map_err(|e| err(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
+    let r = c
+        .get_counters(kbng_api::v1::GetCountersRequest {
+            session_ids: vec![],
+            include_nodes: true,
+            include_workers: true,
+        })
+        .await
+        .map_err(|e| err(StatusCode::BAD_GATEWAY, e.message().to_string()))?
+        .into_inner();
+    let nodes: Vec<_> = r
+        .nodes
+        .iter()
+        .map(|n| json!({ "node": n.node, "reason": n.reason, "value": n.value }))
+        .collect();
+    Ok(Json(json!({ "nodes": nodes })).into_response())
+}
+
 async fn watch(State(s): State<ApiState>) -> Response {
     let stream = BroadcastStream::new(s.watch.subscribe()).map(|r| {
         let line = match r {
@@ -287,6 +313,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/watch", get(watch))
         .route("/v1/status", get(status))
         .route("/v1/dataplanes", get(dataplanes))
+        .route("/v1/dataplanes/{i}/counters", get(nodes))
         .route("/v1/audit", get(audit))
         .route("/v1/subscribers", post(import))
         .route(

@@ -480,14 +480,15 @@ async fn session(
             cmd = cmds.recv() => {
                 let Some(cmd) = cmd else { return Ok(()) };
                 let mut ops = Vec::new();
+                let mut injects = Vec::new();
                 let mut pending = Some(cmd);
                 // Batch whatever else is already queued.
                 while let Some(cmd) = pending.take() {
                     match cmd {
                         DpCmd::Program(op) => ops.push(op),
-                        DpCmd::Inject { port, frame } => {
-                            let _ = inject_tx.try_send(pb::InjectedFrame { port, frame });
-                        }
+                        // Frames wait for the batch's programming: an ACK leaves only after
+                        // the session it announces is installed.
+                        DpCmd::Inject { port, frame } => injects.push(pb::InjectedFrame { port, frame }),
                         DpCmd::Audit { desired, reply } => {
                             let r = program(&mut c, std::mem::take(&mut ops), &mut removed).await;
                             let d = match r {
@@ -502,6 +503,9 @@ async fn session(
                     }
                 }
                 let r = program(&mut c, ops, &mut removed).await;
+                for f in injects {
+                    let _ = inject_tx.try_send(f);
+                }
                 if !removed.is_empty() {
                     let _ = events.send(DpEvent::Removed { ids: std::mem::take(&mut removed) }).await;
                 }

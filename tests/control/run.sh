@@ -1,0 +1,275 @@
+#!/usr/bin/env bash
+# End-to-end suite of kbng-control with the real kbng-dataplane on veth pairs in network
+# namespaces this script creates, and real DHCP clients (dhclient, dhcpcd, udhcpc) plus scapy:
+#
+#   ns cliN (client, own MAC) ⇄ ns hub (bridge) s0 ⇄ d0 ┐ ns dut: kbng-dataplane ┌ d1 ⇄ c0 ns core
+#                                                         └─ gRPC (unix socket) ──┘   192.0.2.1
+#   kbng-control (host namespace): DHCP over the punt stream, API on 127.0.0.1, store in a tmpdir
+#
+# Installs nothing (tests/control/PACKAGES lists the Debian packages). Every process it starts
+# is stopped by its pid and every namespace deleted on exit. Prints "N passed, M failed".
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+tag=kc$$
+tmp=$(mktemp -d /tmp/kbng-control-e2e.XXXXXX)
+sock=$tmp/dp.sock
+api=127.0.0.1:$((20000 + $$ % 20000))
+passed=0
+failed=0
+failures=()
+pids=()
+dp_pid=
+ctl_pid=
+
+log() { printf '[%s] %s\n' "$(date +%T)" "$*"; }
+ok() { passed=$((passed + 1)); log "PASS $1"; }
+bad() { failed=$((failed + 1)); failures+=("$1"); log "FAIL $1: ${2:-}"; }
+ns() { echo "$tag-$1"; }
+inns() { local n=$1; shift; ip netns exec "$(ns "$n")" "$@"; }
+
+cleanup() {
+    set +e
+    [[ -n $ctl_pid ]] && kill -9 "$ctl_pid" 2>/dev/null
+    [[ -n $dp_pid ]] && kill -TERM "$dp_pid" 2>/dev/null && sleep 1 && kill -9 "$dp_pid" 2>/dev/null
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+    # DHCP clients started inside the client namespaces (by pid, namespace by namespace).
+    for n in $(ip netns list | awk '{print $1}' | grep "^$tag-"); do
+        for p in $(ip netns pids "$n" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+        ip netns del "$n" 2>/dev/null
+    done
+    [[ ${KEEP_TMP:-0} == 1 ]] || rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+for tool in ip ethtool dhclient dhcpcd udhcpc curl python3; do
+    command -v "$tool" >/dev/null || { echo "missing $tool (see tests/control/PACKAGES)"; echo "0 passed, 1 failed"; exit 1; }
+done
+/usr/bin/python3 -c 'import scapy' 2>/dev/null || { echo "missing python3-scapy"; echo "0 passed, 1 failed"; exit 1; }
+
+# ---- build
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
+log "building kbng-dataplane and kbng-control (release)"
+(cd "$root" && cargo build -q --release -p kbng-dataplane -p kbng-control) || { echo "0 passed, 1 failed"; exit 1; }
+dp_bin=$CARGO_TARGET_DIR/release/kbng-dataplane
+ctl_bin=$CARGO_TARGET_DIR/release/kbng-control
+
+# ---- topology
+for n in hub dut core; do
+    ip netns add "$(ns $n)"
+    inns $n ip link set lo up
+    inns $n sysctl -qw net.ipv6.conf.all.disable_ipv6=1
+done
+ip link add s0 netns "$(ns hub)" type veth peer name d0 netns "$(ns dut)"
+ip link add d1 netns "$(ns dut)" type veth peer name c0 netns "$(ns core)"
+inns hub ip link add br0 type bridge forward_delay 0
+inns hub ip link set s0 master br0
+for x in "hub s0" "hub br0" "dut d0" "dut d1" "core c0"; do set -- $x; inns "$1" ip link set "$2" up; done
+inns hub ethtool -K s0 tx off >/dev/null
+inns core ethtool -K c0 tx off >/dev/null
+d1_mac=$(inns dut cat /sys/class/net/d1/address)
+c0_mac=$(inns core cat /sys/class/net/c0/address)
+inns core ip addr add 192.0.2.1/24 dev c0
+inns core ip route add 100.64.0.0/10 via 192.0.2.254
+inns core ip neigh replace 192.0.2.254 lladdr "$d1_mac" dev c0
+# The server subscribers must reach in the uplink namespace.
+mkdir -p "$tmp/www" && echo kbng-core >"$tmp/www/index.html"
+ip netns exec "$(ns core)" /usr/bin/python3 -m http.server 8080 --bind 192.0.2.1 --directory "$tmp/www" >/dev/null 2>&1 &
+pids+=($!)
+for _ in $(seq 1 50); do inns core curl -s -m 1 http://192.0.2.1:8080/ 2>/dev/null | grep -q kbng-core && break; sleep 0.2; done
+
+# A client namespace with its own MAC behind the hub's bridge.
+client() { # name mac
+    local n=$1 mac=$2
+    ip netns add "$(ns "$n")"
+    inns "$n" ip link set lo up
+    inns "$n" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
+    ip link add e0 netns "$(ns "$n")" address "$mac" type veth peer name "p$n" netns "$(ns hub)"
+    inns hub ip link set "p$n" master br0
+    inns hub ip link set "p$n" up
+    inns "$n" ip link set e0 up
+    inns "$n" ethtool -K e0 tx off >/dev/null
+}
+
+log "starting kbng-dataplane"
+ip netns exec "$(ns dut)" "$dp_bin" --cores 0,1 \
+    --access net_af_packet0,iface=d0 --uplink net_af_packet1,iface=d1 \
+    --no-huge --no-pci -m 512 --no-shconf --next-hop-mac "$c0_mac" \
+    --sessions 4096 --plans 16 --grpc-listen "unix:$sock" >"$tmp/dataplane.log" 2>&1 &
+dp_pid=$!
+
+# ---- control configuration
+cat >"$tmp/subscribers.csv" <<EOF
+mac,circuit_id,remote_id,plan
+02:00:00:00:01:01,,,gold
+02:00:00:00:01:02,,,gold
+02:00:00:00:01:03,,,gold
+02:00:00:00:01:04,,,gold
+02:00:00:00:01:05,,,gold
+EOF
+for i in $(seq 0 39); do printf '0a:cc:00:00:%02x:%02x,,,gold\n' $((i / 256)) $((i % 256)); done >>"$tmp/subscribers.csv"
+echo 1000 >"$tmp/cap"
+cat >"$tmp/control.yaml" <<EOF
+dataplanes: ["unix:$sock"]
+pools:
+  - {name: p0, cidr: 100.64.0.0/24, gateway: 100.64.0.1, leaseSecs: 600, dns: [192.0.2.53], exclusions: [100.64.0.2/31]}
+plans: [{name: gold, id: 10, rateBps: 100000000}]
+defaultPlan: gold
+unknownSubscribers: captive
+subscribersFile: $tmp/subscribers.csv
+licence: {capFile: $tmp/cap}
+store: $tmp/sessions.redb
+apiListen: "$api"
+walledGarden: {portalUrl: "http://portal.kbng.test/login", allowed: [{prefix: 192.0.2.53/32}]}
+maxSessionsPerLine: 64
+EOF
+
+start_control() {
+    "$ctl_bin" --config "$tmp/control.yaml" --log info >>"$tmp/control.log" 2>&1 &
+    ctl_pid=$!
+    for _ in $(seq 1 100); do
+        curl -sf "http://$api/v1/dataplanes" 2>/dev/null | grep -q '"connected":true' && return 0
+        sleep 0.2
+    done
+    return 1
+}
+apiget() { curl -sf "http://$api$1"; }
+jq_py() { /usr/bin/python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+session_count() { apiget "/v1/sessions?limit=1000${1:-}" | jq_py 'len(d["sessions"])'; }
+audit_clean() { # prints the diff; succeeds when leaks, orphans and mismatches are all empty
+    local a
+    a=$(apiget /v1/audit) || return 1
+    echo "$a"
+    echo "$a" | jq_py 'all(not x["diff"]["leaks"] and not x["diff"]["orphans"] and not x["diff"]["mismatched"] for x in d)' | grep -q True
+}
+counter() { apiget /v1/status | jq_py "dict(d['counters']).get('$1', 0)"; }
+
+# Bad flags and config errors stop the binary naming them.
+if out=$("$ctl_bin" --config "$tmp/control.yaml" --no-such-flag 2>&1); then bad bad_flag_is_named "accepted"; else
+    echo "$out" | grep -q -- '--no-such-flag' && ok bad_flag_is_named || bad bad_flag_is_named "$out"; fi
+sed 's/defaultPlan: gold/defaultPlan: nope\nsurprise: 1/' "$tmp/control.yaml" >"$tmp/bad.yaml"
+if out=$("$ctl_bin" --config "$tmp/bad.yaml" 2>&1); then bad config_errors_reported "accepted"; else
+    echo "$out" | grep -q surprise && ok config_errors_reported || bad config_errors_reported "$out"; fi
+
+log "starting kbng-control"
+if start_control; then ok control_connects_to_dataplane; else bad control_connects_to_dataplane "$(tail -5 "$tmp/control.log")"; fi
+
+# ---- real clients
+client c1 02:00:00:00:01:01
+client c2 02:00:00:00:01:02
+client c3 02:00:00:00:01:03
+mkdir -p "$tmp/etc"
+touch "$tmp/etc/resolv.conf"
+
+dhclient_up() { # ns
+    inns "$1" unshare -m sh -c "mount --bind $tmp/etc/resolv.conf /etc/resolv.conf &&
+        timeout 30 dhclient -4 -1 -v -pf $tmp/dhclient-$1.pid -lf $tmp/dhclient-$1.leases e0" >>"$tmp/clients.log" 2>&1
+}
+reach() { # a fresh lease may still be settling (ARP for the gateway): a few bounded tries
+    local i
+    for i in 1 2 3 4 5 6 7 8 9 10; do
+        inns "$1" curl -s -m 2 http://192.0.2.1:8080/ 2>/dev/null | grep -q kbng-core && return 0
+        sleep 1
+    done
+    return 1
+}
+addr_of() { inns "$1" ip -4 -o addr show dev e0 | awk '{print $4}' | cut -d/ -f1 | head -1; }
+
+if dhclient_up c1 && reach c1; then ok "dhclient_obtains_lease_and_reaches_core ($(addr_of c1))"; else bad dhclient_obtains_lease_and_reaches_core "$(inns c1 ip neigh; apiget /v1/dataplanes/0/counters)"; fi
+if inns c2 timeout 30 dhcpcd -4 -1 -B -c /bin/true e0 >>"$tmp/clients.log" 2>&1 && reach c2; then
+    ok "dhcpcd_obtains_lease_and_reaches_core ($(addr_of c2))"; else bad dhcpcd_obtains_lease_and_reaches_core "$(tail -3 "$tmp/clients.log")"; fi
+if inns c3 timeout 30 udhcpc -i e0 -n -q -f -s /etc/udhcpc/default.script >>"$tmp/clients.log" 2>&1 && reach c3; then
+    ok "udhcpc_obtains_lease_and_reaches_core ($(addr_of c3))"; else bad udhcpc_obtains_lease_and_reaches_core "$(tail -3 "$tmp/clients.log")"; fi
+# dhcpcd may leave privilege-separation children; they die with the namespace cleanup.
+
+n=$(session_count "&state=active")
+if [[ $n == 3 ]] && audit_clean >/dev/null; then ok three_sessions_in_control_and_dataplane; else bad three_sessions_in_control_and_dataplane "active=$n $(audit_clean)"; fi
+
+# ---- RELEASE
+c1_ip=$(addr_of c1)
+inns c1 unshare -m sh -c "mount --bind $tmp/etc/resolv.conf /etc/resolv.conf &&
+    timeout 20 dhclient -4 -r -v -pf $tmp/dhclient-c1.pid -lf $tmp/dhclient-c1.leases e0" >>"$tmp/clients.log" 2>&1
+sleep 1
+n=$(session_count "&ip=$c1_ip")
+if [[ $n == 0 ]] && audit_clean >/dev/null; then ok release_removes_from_control_and_dataplane; else bad release_removes_from_control_and_dataplane "left=$n $(audit_clean)"; fi
+
+# ---- kill -9 and restart
+before=$(apiget "/v1/sessions?limit=1000&state=active" | jq_py 'sorted((s["id"], s["mac"], s["ip"], s["createdNs"], s["boundAtNs"], s["renewedAtNs"]) for s in d["sessions"])')
+kill -9 "$ctl_pid"; wait "$ctl_pid" 2>/dev/null; ctl_pid=
+if start_control; then
+    after=$(apiget "/v1/sessions?limit=1000&state=active" | jq_py 'sorted((s["id"], s["mac"], s["ip"], s["createdNs"], s["boundAtNs"], s["renewedAtNs"]) for s in d["sessions"])')
+    rec=$(apiget /v1/dataplanes | jq_py 'd[0]["lastReconcile"]')
+    if [[ -n $before && $before == "$after" ]]; then ok "restart_keeps_sessions_with_original_timestamps"; else bad restart_keeps_sessions_with_original_timestamps "before=$before after=$after"; fi
+    if echo "$rec" | grep -q "'leaks': \[\], 'orphans': \[\], 'mismatched': \[\], 'matching': 2"; then ok restart_reprograms_nothing_already_right; else bad restart_reprograms_nothing_already_right "$rec"; fi
+    if reach c2 && reach c3; then ok sessions_still_forward_after_restart; else bad sessions_still_forward_after_restart; fi
+else
+    bad restart_keeps_sessions_with_original_timestamps "control did not come back"
+fi
+
+# ---- churn: 40 scapy subscribers, half release and return, 3 rounds
+client h1 0a:cc:00:00:ff:ff
+inns h1 ip link set e0 promisc on
+leases=$(inns h1 /usr/bin/python3 "$here/dhcp.py" dora e0 0a:cc:00:00 40 2>>"$tmp/clients.log")
+churn_ok=1
+for round in 1 2 3; do
+    echo "$leases" | jq_py 'json.dumps(dict(list(d.items())[::2]))' >"$tmp/half.json"
+    inns h1 /usr/bin/python3 "$here/dhcp.py" release e0 "$tmp/half.json" 2>>"$tmp/clients.log"
+    sleep 1
+    back=$(inns h1 /usr/bin/python3 "$here/dhcp.py" dora e0 0a:cc:00:00 40 2>>"$tmp/clients.log")
+    got=$(echo "$back" | jq_py 'len(d)')
+    [[ $got == 40 ]] || { churn_ok=0; log "churn round $round: $got of 40 leases"; }
+    leases=$back
+done
+n=$(session_count "&state=active")
+if ((churn_ok)) && [[ $n == 42 ]] && audit_clean >/dev/null; then ok churn_ends_with_no_leaks_or_orphans; else bad churn_ends_with_no_leaks_or_orphans "active=$n $(audit_clean)"; fi
+
+# ---- licence cap: with cap N = current active, subscriber N+1 is captive and gets the 302
+active=$(session_count "&state=active")
+echo "$active" >"$tmp/cap"
+sleep 2
+client c4 02:00:00:00:01:04
+if inns c4 timeout 30 udhcpc -i e0 -n -q -f -s /etc/udhcpc/default.script >>"$tmp/clients.log" 2>&1; then
+    c4_ip=$(addr_of c4)
+    cap_state=$(apiget "/v1/sessions?ip=$c4_ip" | jq_py 'd["sessions"][0]["state"]')
+    if [[ $cap_state == captive ]]; then ok "subscriber_n_plus_1_is_captive (cap $active)"; else bad subscriber_n_plus_1_is_captive "state=$cap_state"; fi
+    resp=$(inns c4 curl -s -i -m 5 http://198.51.100.7/ 2>&1 | tr -d '\r')
+    if echo "$resp" | grep -q '^HTTP/1.1 302' && echo "$resp" | grep -q '^Location: http://portal.kbng.test/login'; then
+        ok captive_http_gets_portal_302; else bad captive_http_gets_portal_302 "$resp"; fi
+    echo $((active + 100)) >"$tmp/cap"
+    sleep 2.5
+    st=$(apiget "/v1/sessions?ip=$c4_ip" | jq_py 'd["sessions"][0]["state"]')
+    if [[ $st == active ]] && reach c4; then ok cap_raised_promotes_captive; else bad cap_raised_promotes_captive "state=$st"; fi
+else
+    bad subscriber_n_plus_1_is_captive "no lease"
+fi
+
+# ---- bad input
+inns h1 /usr/bin/python3 "$here/dhcp.py" bad e0 >>"$tmp/clients.log" 2>&1
+inns h1 /usr/bin/python3 "$here/dhcp.py" storm e0 0a:dd:00:00:00:01 2000 >>"$tmp/clients.log" 2>&1
+inns h1 /usr/bin/python3 "$here/dhcp.py" starve e0 500 100 >>"$tmp/clients.log" 2>&1
+sleep 2
+if kill -0 "$ctl_pid" 2>/dev/null; then ok control_survives_bad_input; else bad control_survives_bad_input "control died"; fi
+cookie=$(counter "bad magic cookie"); trunc=$(counter "truncated DHCP"); opts=$(counter "bad DHCP option")
+storm=$(counter "DISCOVER storm suppressed"); line=$(counter "line session limit")
+log "counters: bad cookie=$cookie truncated=$trunc bad option=$opts storm suppressed=$storm line limit=$line"
+if ((cookie >= 1 && trunc >= 1 && opts >= 1)); then ok malformed_dhcp_counted; else bad malformed_dhcp_counted "cookie=$cookie trunc=$trunc opts=$opts"; fi
+if ((storm >= 1000)); then ok discover_storm_counted; else bad discover_storm_counted "storm=$storm"; fi
+vlan_sessions=$(apiget "/v1/sessions?limit=1000" | jq_py 'sum(1 for s in d["sessions"] if s["outerVlan"] == 100)')
+if ((line >= 400 && vlan_sessions <= 64)); then ok starvation_bounded_per_line; else bad starvation_bounded_per_line "line=$line vlan_sessions=$vlan_sessions"; fi
+client c5 02:00:00:00:01:05
+if inns c5 timeout 30 udhcpc -i e0 -n -q -f -s /etc/udhcpc/default.script >>"$tmp/clients.log" 2>&1 && reach c5; then
+    ok others_still_served_after_bad_input; else bad others_still_served_after_bad_input "$(tail -3 "$tmp/clients.log")"; fi
+
+# ---- drain
+d=$(curl -sf -X POST "http://$api/v1/sessions/drain")
+sleep 2
+n=$(session_count)
+if [[ $n == 0 ]] && audit_clean >/dev/null; then ok drain_brings_sessions_to_zero; else bad drain_brings_sessions_to_zero "$d left=$n"; fi
+
+if ((failed)); then
+    log "failed: ${failures[*]}"
+    log "logs in $tmp (kept)"; KEEP_TMP=1
+    tail -20 "$tmp/control.log"
+fi
+echo "$passed passed, $failed failed"
+((failed == 0))
