@@ -83,7 +83,10 @@ pub fn tb_params(hz: u64, rate_bytes_per_sec: u64) -> (u64, u64) {
 
 /// `floor((2^64 - 1) / period)`, for [`div_by`]; computed once per profile.
 pub const fn reciprocal(period: u64) -> u64 {
-    if period == 0 { 0 } else { u64::MAX / period }
+    match u64::MAX.checked_div(period) {
+        Some(r) => r,
+        None => 0,
+    }
 }
 
 /// `x / d` exactly, with the precomputed `recip = reciprocal(d)`: one multiplication instead of
