@@ -64,6 +64,9 @@ struct Args {
     identity: Option<String>,
     #[arg(long, env = "KBNG_LOG_FORMAT", value_enum, default_value = "text")]
     log_format: LogFormat,
+    /// Serve Prometheus metrics on this address (e.g. 0.0.0.0:9464); none when absent.
+    #[arg(long, env = "KBNG_METRICS_LISTEN")]
+    metrics_listen: Option<std::net::SocketAddr>,
 }
 
 fn default_identity() -> String {
@@ -98,15 +101,28 @@ async fn shutdown_signal() {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    match args.log_format {
-        LogFormat::Text => tracing_subscriber::fmt().with_env_filter(filter).init(),
-        LogFormat::Json => tracing_subscriber::fmt()
-            .json()
-            .with_env_filter(filter)
-            .init(),
-    }
+    // Logs, traces and metrics: OTLP export when OTEL_EXPORTER_OTLP_ENDPOINT is set, plain
+    // logs otherwise. Kept alive until exit so the last spans are flushed.
+    let telemetry = kbng_telemetry::init(
+        "kbng-operator",
+        &kbng_telemetry::TelemetryConfig {
+            log_format: match args.log_format {
+                LogFormat::Text => kbng_telemetry::LogFormat::Text,
+                LogFormat::Json => kbng_telemetry::LogFormat::Json,
+            },
+            ..Default::default()
+        },
+    )
+    .context("starting telemetry")?;
+    let _metrics_server = match args.metrics_listen {
+        Some(addr) => Some(
+            telemetry
+                .serve_metrics(addr)
+                .await
+                .with_context(|| format!("--metrics-listen {addr}"))?,
+        ),
+        None => None,
+    };
 
     let key = kbng_crds::grant::public_key_from_base64(&args.licence_public_key)
         .context("--licence-public-key")?;
