@@ -24,8 +24,8 @@ dp_pid=
 ctl_pid=
 
 say() { printf '\033[1m[%s] %s\033[0m\n' "$(date +%T)" "$*"; }
-ns() { echo "$tag-$1"; }
-inns() { local n=$1; shift; ip netns exec "$(ns "$n")" "$@"; }
+# shellcheck source=../tests/lib/netns.sh
+source "$root/tests/lib/netns.sh"
 
 cleanup() {
     set +e
@@ -37,10 +37,7 @@ cleanup() {
     [[ -n $ctl_pid ]] && kill -9 "$ctl_pid" 2>/dev/null
     [[ -n $dp_pid ]] && kill -9 "$dp_pid" 2>/dev/null
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-    for n in $(ip netns list | awk '{print $1}' | grep "^$tag-"); do
-        for p in $(ip netns pids "$n" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
-        ip netns del "$n" 2>/dev/null
-    done
+    topology_down
     rm -rf "$tmp"
     say "removed namespaces $tag-*, processes and $tmp"
 }
@@ -53,26 +50,7 @@ say "lab licence: verified with the lab public key"
 awk '/^maxSessions:/ {print $2}' "$tmp/licence.txt" >"$tmp/cap"
 
 say "network namespaces: access hub, dataplane, uplink"
-for n in hub dut core; do
-    ip netns add "$(ns $n)"
-    inns $n ip link set lo up
-    inns $n sysctl -qw net.ipv6.conf.all.disable_ipv6=1
-done
-ip link add s0 netns "$(ns hub)" type veth peer name d0 netns "$(ns dut)"
-ip link add d1 netns "$(ns dut)" type veth peer name c0 netns "$(ns core)"
-inns hub ip link add br0 type bridge forward_delay 0
-inns hub ip link set s0 master br0
-for x in "hub s0" "hub br0" "dut d0" "dut d1" "core c0"; do
-    set -- $x
-    inns "$1" ip link set "$2" up
-done
-inns hub ethtool -K s0 tx off >/dev/null
-inns core ethtool -K c0 tx off >/dev/null
-d1_mac=$(inns dut cat /sys/class/net/d1/address)
-c0_mac=$(inns core cat /sys/class/net/c0/address)
-inns core ip addr add 192.0.2.1/24 dev c0
-inns core ip route add 100.64.0.0/10 via 192.0.2.254
-inns core ip neigh replace 192.0.2.254 lladdr "$d1_mac" dev c0
+topology_up
 mkdir -p "$tmp/www" && echo "hello from the uplink" >"$tmp/www/index.html"
 ip netns exec "$(ns core)" /usr/bin/python3 -m http.server 8080 --bind 192.0.2.1 \
     --directory "$tmp/www" >/dev/null 2>&1 &
@@ -120,17 +98,6 @@ if ((!connected)); then
     say "control did not connect to the dataplane"; tail -5 "$tmp/control.log" "$tmp/dataplane.log"; exit 1
 fi
 
-client() { # name mac
-    local n=$1 mac=$2
-    ip netns add "$(ns "$n")"
-    inns "$n" ip link set lo up
-    inns "$n" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
-    ip link add e0 netns "$(ns "$n")" address "$mac" type veth peer name "p$n" netns "$(ns hub)"
-    inns hub ip link set "p$n" master br0
-    inns hub ip link set "p$n" up
-    inns "$n" ip link set e0 up
-    inns "$n" ethtool -K e0 tx off >/dev/null
-}
 addr_of() { inns "$1" ip -4 -o addr show dev e0 | awk '{print $4}' | head -1; }
 mkdir -p "$tmp/etc" && touch "$tmp/etc/resolv.conf"
 

@@ -25,8 +25,8 @@ ctl_pid=
 log() { printf '[%s] %s\n' "$(date +%T)" "$*"; }
 ok() { passed=$((passed + 1)); log "PASS $1"; }
 bad() { failed=$((failed + 1)); failures+=("$1"); log "FAIL $1: ${2:-}"; }
-ns() { echo "$tag-$1"; }
-inns() { local n=$1; shift; ip netns exec "$(ns "$n")" "$@"; }
+# shellcheck source=../lib/netns.sh
+source "$root/tests/lib/netns.sh"
 
 cleanup() {
     set +e
@@ -34,10 +34,7 @@ cleanup() {
     [[ -n $dp_pid ]] && kill -TERM "$dp_pid" 2>/dev/null && sleep 1 && kill -9 "$dp_pid" 2>/dev/null
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
     # DHCP clients started inside the client namespaces (by pid, namespace by namespace).
-    for n in $(ip netns list | awk '{print $1}' | grep "^$tag-"); do
-        for p in $(ip netns pids "$n" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
-        ip netns del "$n" 2>/dev/null
-    done
+    topology_down
     [[ ${KEEP_TMP:-0} == 1 ]] || rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -55,41 +52,12 @@ dp_bin=$CARGO_TARGET_DIR/release/kbng-dataplane
 ctl_bin=$CARGO_TARGET_DIR/release/kbng-control
 
 # ---- topology
-for n in hub dut core; do
-    ip netns add "$(ns $n)"
-    inns $n ip link set lo up
-    inns $n sysctl -qw net.ipv6.conf.all.disable_ipv6=1
-done
-ip link add s0 netns "$(ns hub)" type veth peer name d0 netns "$(ns dut)"
-ip link add d1 netns "$(ns dut)" type veth peer name c0 netns "$(ns core)"
-inns hub ip link add br0 type bridge forward_delay 0
-inns hub ip link set s0 master br0
-for x in "hub s0" "hub br0" "dut d0" "dut d1" "core c0"; do set -- $x; inns "$1" ip link set "$2" up; done
-inns hub ethtool -K s0 tx off >/dev/null
-inns core ethtool -K c0 tx off >/dev/null
-d1_mac=$(inns dut cat /sys/class/net/d1/address)
-c0_mac=$(inns core cat /sys/class/net/c0/address)
-inns core ip addr add 192.0.2.1/24 dev c0
-inns core ip route add 100.64.0.0/10 via 192.0.2.254
-inns core ip neigh replace 192.0.2.254 lladdr "$d1_mac" dev c0
+topology_up
 # The server subscribers must reach in the uplink namespace.
 mkdir -p "$tmp/www" && echo kbng-core >"$tmp/www/index.html"
 ip netns exec "$(ns core)" /usr/bin/python3 -m http.server 8080 --bind 192.0.2.1 --directory "$tmp/www" >/dev/null 2>&1 &
 pids+=($!)
 for _ in $(seq 1 50); do inns core curl -s -m 1 http://192.0.2.1:8080/ 2>/dev/null | grep -q kbng-core && break; sleep 0.2; done
-
-# A client namespace with its own MAC behind the hub's bridge.
-client() { # name mac
-    local n=$1 mac=$2
-    ip netns add "$(ns "$n")"
-    inns "$n" ip link set lo up
-    inns "$n" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
-    ip link add e0 netns "$(ns "$n")" address "$mac" type veth peer name "p$n" netns "$(ns hub)"
-    inns hub ip link set "p$n" master br0
-    inns hub ip link set "p$n" up
-    inns "$n" ip link set e0 up
-    inns "$n" ethtool -K e0 tx off >/dev/null
-}
 
 log "starting kbng-dataplane"
 ip netns exec "$(ns dut)" "$dp_bin" --cores 0,1 \

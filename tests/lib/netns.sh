@@ -1,0 +1,59 @@
+# Network namespaces shared by tests/control/run.sh and lab/demo.sh (sourced, not run).
+# The caller sets $tag; every namespace is named "$tag-<role>" so cleanup can find them all:
+#
+#   ns cN (clients) ⇄ ns hub (bridge br0) s0 ⇄ d0 ns dut (kbng-dataplane) d1 ⇄ c0 ns core
+#
+# The core namespace holds 192.0.2.1/24 and routes the subscriber range back to the
+# dataplane's uplink MAC (static neighbour 192.0.2.254: the dataplane punts uplink ARP).
+
+ns() { echo "$tag-$1"; }
+inns() { local n=$1; shift; ip netns exec "$(ns "$n")" "$@"; }
+
+# Builds hub, dut and core; sets d1_mac (dataplane uplink) and c0_mac (core side).
+topology_up() {
+    local n x
+    for n in hub dut core; do
+        ip netns add "$(ns $n)"
+        inns $n ip link set lo up
+        inns $n sysctl -qw net.ipv6.conf.all.disable_ipv6=1
+    done
+    ip link add s0 netns "$(ns hub)" type veth peer name d0 netns "$(ns dut)"
+    ip link add d1 netns "$(ns dut)" type veth peer name c0 netns "$(ns core)"
+    inns hub ip link add br0 type bridge forward_delay 0
+    inns hub ip link set s0 master br0
+    for x in "hub s0" "hub br0" "dut d0" "dut d1" "core c0"; do
+        # shellcheck disable=SC2086 # split "ns link" on purpose
+        set -- $x
+        inns "$1" ip link set "$2" up
+    done
+    # Checksums are left to offload on veth otherwise, and arrive wrong through af_packet.
+    inns hub ethtool -K s0 tx off >/dev/null
+    inns core ethtool -K c0 tx off >/dev/null
+    d1_mac=$(inns dut cat /sys/class/net/d1/address)
+    c0_mac=$(inns core cat /sys/class/net/c0/address)
+    inns core ip addr add 192.0.2.1/24 dev c0
+    inns core ip route add 100.64.0.0/10 via 192.0.2.254
+    inns core ip neigh replace 192.0.2.254 lladdr "$d1_mac" dev c0
+}
+
+# A client namespace with its own MAC behind the hub's bridge: client NAME MAC
+client() {
+    local n=$1 mac=$2
+    ip netns add "$(ns "$n")"
+    inns "$n" ip link set lo up
+    inns "$n" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
+    ip link add e0 netns "$(ns "$n")" address "$mac" type veth peer name "p$n" netns "$(ns hub)"
+    inns hub ip link set "p$n" master br0
+    inns hub ip link set "p$n" up
+    inns "$n" ip link set e0 up
+    inns "$n" ethtool -K e0 tx off >/dev/null
+}
+
+# Removes every namespace of $tag after killing what runs in it.
+topology_down() {
+    local n p
+    for n in $(ip netns list | awk '{print $1}' | grep "^$tag-"); do
+        for p in $(ip netns pids "$n" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+        ip netns del "$n" 2>/dev/null
+    done
+}
