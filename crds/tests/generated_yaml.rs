@@ -31,20 +31,29 @@ fn load(file: &str) -> CustomResourceDefinition {
     serde_yaml_ng::from_str(&text).unwrap()
 }
 
-/// Every CEL rule anywhere in a schema.
-fn cel_rules(schema: &JSONSchemaProps, out: &mut Vec<String>) {
-    for rule in schema.x_kubernetes_validations.iter().flatten() {
-        out.push(rule.rule.clone());
-    }
-    for child in schema.properties.iter().flat_map(|p| p.values()) {
-        cel_rules(child, out);
+/// Calls `f` with every schema node and its path (`.spec.pools[].cidr`), depth first.
+fn visit(path: &str, schema: &JSONSchemaProps, f: &mut impl FnMut(&str, &JSONSchemaProps)) {
+    f(path, schema);
+    for (name, child) in schema.properties.iter().flatten() {
+        visit(&format!("{path}.{name}"), child, f);
     }
     if let Some(items) = &schema.items {
         let json = serde_json::to_value(items).unwrap();
         if let Ok(inner) = serde_json::from_value::<JSONSchemaProps>(json) {
-            cel_rules(&inner, out);
+            visit(&format!("{path}[]"), &inner, f);
         }
     }
+}
+
+/// Every CEL rule anywhere in a schema.
+fn cel_rules(schema: &JSONSchemaProps) -> Vec<String> {
+    let mut rules = Vec::new();
+    visit("", schema, &mut |_, node| {
+        for rule in node.x_kubernetes_validations.iter().flatten() {
+            rules.push(rule.rule.clone());
+        }
+    });
+    rules
 }
 
 fn check(file: &str, kind: &str, short: &str, columns: &[&str], rules_must_include: &[&str]) {
@@ -97,8 +106,7 @@ fn check(file: &str, kind: &str, short: &str, columns: &[&str], rules_must_inclu
         .expect("a structural schema");
     let props = schema.properties.as_ref().unwrap();
     assert!(props.contains_key("spec") && props.contains_key("status"));
-    let mut rules = Vec::new();
-    cel_rules(schema, &mut rules);
+    let rules = cel_rules(schema);
     for want in rules_must_include {
         assert!(
             rules.iter().any(|r| r.contains(want)),
@@ -154,24 +162,6 @@ fn vlan_ids_are_bounded_in_the_schema() {
 /// Every string with a pattern also needs a maximum length: the API server estimates the cost
 /// of CEL rules such as `cidr(self.cidr)` from it and refuses a CRD whose estimate is unbounded,
 /// a refusal no unit test sees without this check.
-fn patterned_strings_are_bounded(path: &str, schema: &JSONSchemaProps, missing: &mut Vec<String>) {
-    if schema.type_.as_deref() == Some("string")
-        && schema.pattern.is_some()
-        && schema.max_length.is_none()
-    {
-        missing.push(path.to_string());
-    }
-    for (name, child) in schema.properties.iter().flatten() {
-        patterned_strings_are_bounded(&format!("{path}.{name}"), child, missing);
-    }
-    if let Some(items) = &schema.items {
-        let json = serde_json::to_value(items).unwrap();
-        if let Ok(inner) = serde_json::from_value::<JSONSchemaProps>(json) {
-            patterned_strings_are_bounded(&format!("{path}[]"), &inner, missing);
-        }
-    }
-}
-
 #[test]
 fn patterned_strings_have_a_max_length() {
     for (file, crd) in kbng_crds::all_crds() {
@@ -181,7 +171,21 @@ fn patterned_strings_have_a_max_length() {
             .and_then(|s| s.open_api_v3_schema.as_ref())
             .unwrap();
         let mut missing = Vec::new();
-        patterned_strings_are_bounded("", schema, &mut missing);
+        let mut patterned_seen = 0;
+        visit("", schema, &mut |path, node| {
+            let patterned = node.type_.as_deref() == Some("string") && node.pattern.is_some();
+            patterned_seen += usize::from(patterned);
+            if patterned && node.max_length.is_none() {
+                missing.push(path.to_string());
+            }
+        });
+        if file.starts_with("bngs.") {
+            // The walk reaches the BNG's address, CIDR and name patterns, inside lists too.
+            assert!(
+                patterned_seen >= 10,
+                "walk found only {patterned_seen} patterned strings"
+            );
+        }
         assert!(
             missing.is_empty(),
             "{file}: strings without maxLength: {missing:?}"
