@@ -13,15 +13,22 @@ use crate::io::PipelineMode;
 #[command(name = "kbng-dataplane", version)]
 pub struct Args {
     /// Cores: the first runs the control thread (gRPC), the others are workers (at least one).
-    /// Example: `0,1` or `2-5`.
+    /// Example: `0,1` or `2-5`; `auto:N` takes the control core and N workers from this
+    /// process's CPU affinity (the exclusive cores a kubelet's static CPU manager granted).
     #[arg(long)]
     pub cores: String,
-    /// Access port: a PCI address (`0000:3b:02.1`) or a vdev spec (`net_af_packet0,iface=veth0`).
+    /// Access port: a PCI address (`0000:3b:02.1`), a vdev spec (`net_af_packet0,iface=veth0`),
+    /// or `env:VAR[:INDEX]`: the INDEXth (default 0) comma-separated PCI address in the
+    /// environment variable VAR (the SR-IOV device plugin's `PCIDEVICE_*`).
     #[arg(long)]
     pub access: String,
     /// Uplink port, as `--access`.
     #[arg(long)]
     pub uplink: String,
+    /// Validate the flags (and resolve `auto:` cores and `env:` devices), print the result
+    /// and exit 0, without starting EAL or any server.
+    #[arg(long)]
+    pub check_config: bool,
     /// EAL: run without hugepages.
     #[arg(long)]
     pub no_huge: bool,
@@ -136,6 +143,63 @@ fn parse_cores(s: &str) -> Result<Vec<u32>, String> {
     Ok(v)
 }
 
+/// `auto:N`: the first N + 1 cores of this process's affinity mask.
+fn affinity_cores(n: &str) -> Result<Vec<u32>, String> {
+    let n: usize = n
+        .parse()
+        .ok()
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| format!("--cores: auto:{n:?} needs a worker count of at least 1"))?;
+    let mine: Vec<u32> = core_affinity::get_core_ids()
+        .ok_or("--cores auto: cannot read this process's CPU affinity")?
+        .into_iter()
+        .map(|c| c.id as u32)
+        .collect();
+    if mine.len() < n + 1 {
+        return Err(format!(
+            "--cores auto:{n}: needs {} cores, the affinity mask has {} ({mine:?})",
+            n + 1,
+            mine.len()
+        ));
+    }
+    if mine.len() > n + 1 {
+        tracing::warn!(
+            "--cores auto:{n}: the affinity mask has {} cores, more than the {} used: \
+             the cores are probably not exclusive (kubelet CPU manager not static?)",
+            mine.len(),
+            n + 1
+        );
+    }
+    Ok(mine[..=n].to_vec())
+}
+
+/// `env:VAR[:INDEX]`: a PCI address from the environment; anything else as given.
+fn resolve_device(
+    flag: &str,
+    dev: &str,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<String, String> {
+    let Some(spec) = dev.strip_prefix("env:") else {
+        return Ok(dev.to_owned());
+    };
+    let (var, index) = match spec.rsplit_once(':') {
+        Some((v, i)) => (
+            v,
+            i.parse::<usize>()
+                .map_err(|_| format!("{flag}: {dev:?}: {i:?} is not an index"))?,
+        ),
+        None => (spec, 0),
+    };
+    let value = env(var).ok_or_else(|| format!("{flag}: {dev:?}: ${var} is not set"))?;
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .nth(index)
+        .map(str::to_owned)
+        .ok_or_else(|| format!("{flag}: {dev:?}: ${var}={value:?} has no address #{index}"))
+}
+
 fn parse_mac(flag: &str, s: &str) -> Result<[u8; 6], String> {
     s.parse::<kbng_wire::MacAddr>()
         .map(|m| m.0)
@@ -144,9 +208,13 @@ fn parse_mac(flag: &str, s: &str) -> Result<[u8; 6], String> {
 
 impl Config {
     /// Validate, reporting every problem found.
-    pub fn from_args(args: Args) -> Result<Config, Vec<String>> {
+    pub fn from_args(mut args: Args) -> Result<Config, Vec<String>> {
         let mut errors = Vec::new();
-        let cores = parse_cores(&args.cores).unwrap_or_else(|e| {
+        let cores = match args.cores.strip_prefix("auto:") {
+            Some(n) => affinity_cores(n),
+            None => parse_cores(&args.cores),
+        };
+        let cores = cores.unwrap_or_else(|e| {
             errors.push(e);
             Vec::new()
         });
@@ -187,6 +255,15 @@ impl Config {
         }
         if args.plans < 2 {
             errors.push("--plans: at least 2".into());
+        }
+        for (flag, dev) in [
+            ("--access", &mut args.access),
+            ("--uplink", &mut args.uplink),
+        ] {
+            match resolve_device(flag, dev, |v| std::env::var(v).ok()) {
+                Ok(d) => *dev = d,
+                Err(e) => errors.push(e),
+            }
         }
         if args.access == args.uplink {
             errors.push("--access and --uplink name the same device".into());
@@ -305,6 +382,52 @@ mod tests {
         .unwrap();
         let e = Config::from_args(a).unwrap_err();
         assert_eq!(e.len(), 3, "{e:?}");
+    }
+
+    #[test]
+    fn devices_from_the_device_plugin_env() {
+        let env = |v: &str| {
+            (v == "PCIDEVICE_INTEL_COM_POOL").then(|| "0000:3b:02.1,0000:3b:02.2".to_owned())
+        };
+        let r = |dev: &str| resolve_device("--access", dev, env);
+        assert_eq!(r("env:PCIDEVICE_INTEL_COM_POOL").unwrap(), "0000:3b:02.1");
+        assert_eq!(r("env:PCIDEVICE_INTEL_COM_POOL:1").unwrap(), "0000:3b:02.2");
+        assert_eq!(r("net_null0").unwrap(), "net_null0");
+        let e = r("env:PCIDEVICE_NOPE").unwrap_err();
+        assert!(
+            e.contains("--access") && e.contains("$PCIDEVICE_NOPE is not set"),
+            "{e}"
+        );
+        let e = r("env:PCIDEVICE_INTEL_COM_POOL:2").unwrap_err();
+        assert!(e.contains("no address #2"), "{e}");
+        let e = r("env:PCIDEVICE_INTEL_COM_POOL:x").unwrap_err();
+        assert!(e.contains("not an index"), "{e}");
+    }
+
+    #[test]
+    fn auto_cores_come_from_the_affinity_mask() {
+        let mine = core_affinity::get_core_ids().unwrap();
+        let c = Config::from_args(
+            args(&[])
+                .map(|mut a| {
+                    a.cores = "auto:1".into();
+                    a
+                })
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(c.control_core, mine[0].id as u32);
+        assert_eq!(c.worker_cores, vec![mine[1].id as u32]);
+        let e = Config::from_args(
+            args(&[])
+                .map(|mut a| {
+                    a.cores = format!("auto:{}", mine.len());
+                    a
+                })
+                .unwrap(),
+        )
+        .unwrap_err();
+        assert!(e[0].contains("affinity mask has"), "{e:?}");
     }
 
     #[test]

@@ -46,6 +46,20 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if cfg.args.check_config {
+        // What the operator's pods and SREs check: the flags as resolved, no EAL, no server.
+        println!(
+            "kbng-dataplane: configuration valid: control core {}, worker cores {:?}, \
+             access {}, uplink {}, gRPC {}; EAL {}",
+            cfg.control_core,
+            cfg.worker_cores,
+            cfg.args.access,
+            cfg.args.uplink,
+            cfg.args.grpc_listen,
+            cfg.eal_args().join(" ")
+        );
+        return ExitCode::SUCCESS;
+    }
     match run(cfg) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
