@@ -12,6 +12,7 @@ use crate::core::engine::{EngineConfig, UnknownPolicy};
 use crate::core::licence::{Cap, CapSource};
 use crate::core::pacing::PacingConfig;
 use crate::core::pool::PoolConfig;
+use crate::licence_file::{GrantConfig, KeySource};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -69,6 +70,47 @@ pub struct LicenceFile {
     /// A file holding the evaluated cap as a decimal number (re-read when it changes).
     #[serde(default)]
     pub cap_file: Option<PathBuf>,
+    /// A signed Licence grant (YAML, as `kbngctl licence issue` writes it), verified here.
+    #[serde(default)]
+    pub file: Option<PathBuf>,
+    /// The base64 Ed25519 public key the grant must verify against.
+    #[serde(default)]
+    pub public_key: Option<String>,
+    /// A file holding that key.
+    #[serde(default)]
+    pub public_key_file: Option<PathBuf>,
+}
+
+impl LicenceFile {
+    fn grant(&self, problems: &mut Vec<String>) -> Option<GrantConfig> {
+        if self.cap_file.is_some() && self.file.is_some() {
+            problems.push("licence: capFile and file exclude each other".into());
+        }
+        let key = match (&self.public_key, &self.public_key_file) {
+            (Some(k), None) => Some(KeySource::Inline(k.clone())),
+            (None, Some(p)) => Some(KeySource::File(p.clone())),
+            (Some(_), Some(_)) => {
+                problems.push("licence: publicKey and publicKeyFile exclude each other".into());
+                return None;
+            }
+            (None, None) => None,
+        };
+        match (&self.file, key) {
+            (Some(file), Some(key)) => Some(GrantConfig {
+                file: file.clone(),
+                key,
+            }),
+            (Some(_), None) => {
+                problems.push("licence.file: needs publicKey or publicKeyFile".into());
+                None
+            }
+            (None, Some(_)) => {
+                problems.push("licence.publicKey(File): needs licence.file".into());
+                None
+            }
+            (None, None) => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -103,6 +145,11 @@ pub struct ConfigFile {
     pub pacing: Option<PacingFile>,
     #[serde(default = "default_per_line")]
     pub max_sessions_per_line: u32,
+    /// `mode: server` (default) or `relay` (then `relay` names the servers).
+    #[serde(default)]
+    pub dhcp: Option<crate::relay::config::DhcpFile>,
+    #[serde(default)]
+    pub relay: Option<crate::relay::config::RelayFile>,
 }
 
 fn default_unknown() -> UnknownPolicy {
@@ -121,11 +168,14 @@ pub struct Config {
     pub plans: Vec<PlanFile>,
     pub subscribers_file: Option<PathBuf>,
     pub cap_file: Option<PathBuf>,
+    pub licence_grant: Option<GrantConfig>,
     pub store: PathBuf,
     pub api_listen: SocketAddr,
     pub portal_url: String,
     /// (prefix, len, protocol, port)
     pub garden: Vec<(Ipv4Addr, u8, u8, u16)>,
+    /// Relay mode: DHCP goes to these servers; `None` = the control serves DHCP itself.
+    pub relay: Option<crate::relay::config::RelaySettings>,
 }
 
 fn cidr(s: &str) -> Result<(Ipv4Addr, u8), String> {
@@ -158,8 +208,11 @@ impl Config {
         })
     }
 
-    /// The cap at start: from the cap file, else the free baseline.
+    /// The cap at start: from the signed grant or the cap file, else the free baseline.
     pub fn initial_cap(&self) -> Cap {
+        if let Some(g) = &self.licence_grant {
+            return g.cap(crate::service::now_ns());
+        }
         match &self.cap_file {
             Some(p) => read_cap(p).unwrap_or_else(|why| Cap {
                 max_sessions: kbng_crds::grant::FREE_BASELINE_SESSIONS,
@@ -171,6 +224,18 @@ impl Config {
                     reason: "no licence configured".into(),
                 },
             },
+        }
+    }
+}
+
+impl Config {
+    /// The cap now, when a licence source is configured; `None` keeps the cap in force (no
+    /// source, or a cap file that cannot be read right now).
+    pub fn current_cap(&self, now_ns: u64) -> Option<Cap> {
+        match (&self.licence_grant, &self.cap_file) {
+            (Some(g), _) => Some(g.cap(now_ns)),
+            (None, Some(p)) => read_cap(p).ok(),
+            (None, None) => None,
         }
     }
 }
@@ -282,6 +347,7 @@ impl ConfigFile {
                 Err(e) => problems.push(format!("walledGarden.allowed[{i}].prefix: {e}")),
             }
         }
+        let licence_grant = self.licence.as_ref().and_then(|l| l.grant(&mut problems));
         let pacing = self.pacing.map_or(
             PacingConfig {
                 rate_per_sec: 2000,
@@ -297,10 +363,17 @@ impl ConfigFile {
         if pacing.rate_per_sec == 0 || pacing.burst == 0 {
             problems.push("pacing: ratePerSec and burst must be non-zero".into());
         }
+        let relay = crate::relay::config::validate(
+            self.dhcp.as_ref(),
+            self.relay.as_ref(),
+            &pools,
+            &mut problems,
+        );
         if !problems.is_empty() {
             return Err(problems);
         }
         Ok(Config {
+            relay,
             dataplanes: self.dataplanes,
             engine: EngineConfig {
                 pools,
@@ -318,6 +391,7 @@ impl ConfigFile {
             plans: self.plans,
             subscribers_file: self.subscribers_file,
             cap_file: self.licence.and_then(|l| l.cap_file),
+            licence_grant,
             store: self.store,
             api_listen,
             portal_url: self.walled_garden.portal_url,
@@ -366,5 +440,24 @@ walledGarden: {portalUrl: "http://192.0.2.80/", allowed: [{prefix: 192.0.2.80/32
         let f: ConfigFile = serde_yaml_ng::from_str(&bad).unwrap();
         let problems = f.validate().unwrap_err();
         assert_eq!(problems.len(), 4, "{problems:#?}");
+    }
+
+    #[test]
+    fn licence_grant_needs_one_key_and_no_cap_file() {
+        let with = |l: &str| {
+            let f: ConfigFile =
+                serde_yaml_ng::from_str(&format!("{GOOD}\nlicence: {l}\n")).unwrap();
+            f.validate()
+        };
+        let c = with("{file: /l.yaml, publicKeyFile: /k}").unwrap();
+        assert_eq!(
+            c.licence_grant.map(|g| g.key),
+            Some(KeySource::File("/k".into()))
+        );
+        assert!(c.cap_file.is_none());
+        let p = with("{file: /l.yaml}").unwrap_err();
+        assert!(p[0].contains("needs publicKey"), "{p:?}");
+        let p = with("{file: /l.yaml, publicKey: x, publicKeyFile: /k, capFile: /c}").unwrap_err();
+        assert_eq!(p.len(), 2, "{p:?}");
     }
 }

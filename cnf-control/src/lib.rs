@@ -22,6 +22,7 @@ pub mod api;
 pub mod config;
 pub mod core;
 pub mod dataplane;
+pub mod licence_file;
 pub mod portal;
 pub mod service;
 pub mod store;

@@ -5,7 +5,6 @@
 
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -13,7 +12,7 @@ use kbng_api::v1 as pb;
 use serde::Serialize;
 use tokio::sync::{broadcast, mpsc, oneshot};
 
-use crate::config::{Config, read_cap};
+use crate::config::Config;
 use crate::core::SessionId;
 use crate::core::aaa::{format_mac, parse_mac};
 use crate::core::engine::{DpSession, Engine, Output, Session, dp_session};
@@ -172,6 +171,8 @@ pub struct EngineTask {
     pub api: mpsc::Receiver<ApiCmd>,
     pub watch: broadcast::Sender<WatchEvent>,
     pub cfg: Arc<Config>,
+    /// Relay mode: the socket to the DHCP servers.
+    pub relay: Option<crate::relay::RelayLink>,
 }
 
 /// One batch's effects, released after the store commit.
@@ -189,7 +190,6 @@ impl EngineTask {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let mut cap_check = tokio::time::interval(Duration::from_secs(1));
         let mut store_errors = 0u64;
-        let cap_file: Option<PathBuf> = self.cfg.cap_file.clone();
         loop {
             let mut b = Batch::default();
             tokio::select! {
@@ -204,6 +204,10 @@ impl EngineTask {
                         }
                     }
                 }
+                Some(d) = crate::relay::recv(&mut self.relay) => {
+                    let out = self.engine.relay_reply(d.from, &d.payload, now_ns());
+                    self.outputs(out, &mut b);
+                }
                 cmd = self.api.recv() => {
                     let Some(cmd) = cmd else { return };
                     self.api_cmd(cmd, &mut b, store_errors);
@@ -213,15 +217,15 @@ impl EngineTask {
                     self.outputs(out, &mut b);
                 }
                 _ = cap_check.tick() => {
-                    if let Some(p) = &cap_file {
-                        match read_cap(p) {
-                            Ok(cap) if cap.max_sessions != self.engine.cap().max_sessions => {
-                                tracing::info!(cap = cap.max_sessions, "licence cap changed");
-                                let out = self.engine.set_cap(cap, now_ns());
-                                self.outputs(out, &mut b);
-                            }
-                            _ => {}
-                        }
+                    crate::observe::tick(&self.engine);
+                    // A changed source counts too, so an expiry is reported truly.
+                    if let Some(cap) = self.cfg.current_cap(now_ns())
+                        && cap != *self.engine.cap()
+                    {
+                        let (n, source) = (cap.max_sessions, &cap.source);
+                        tracing::warn!(cap = n, ?source, "licence cap changed");
+                        let out = self.engine.set_cap(cap, now_ns());
+                        self.outputs(out, &mut b);
                     }
                 }
             }
@@ -246,6 +250,7 @@ impl EngineTask {
     }
 
     fn outputs(&mut self, out: Vec<Output>, b: &mut Batch) {
+        crate::observe::outputs(&self.engine, &out);
         for o in out {
             match o {
                 Output::Inject {
@@ -265,6 +270,12 @@ impl EngineTask {
                     tracing::warn!("external authorization requested but no RADIUS adapter");
                 }
                 Output::Accounting { .. } => {}
+                // Not held for the store: relaying a client message promises nothing yet.
+                Output::ToServer { server, payload } => {
+                    if let Some(l) = &self.relay {
+                        let _ = l.tx.send(crate::core::relay::ToServer { server, payload });
+                    }
+                }
             }
         }
     }
@@ -274,6 +285,7 @@ impl EngineTask {
         match ev {
             DpEvent::Punted { dataplane, frame } => match pb::PuntReason::try_from(frame.reason) {
                 Ok(pb::PuntReason::Dhcp) => {
+                    crate::observe::input_started();
                     let out = self
                         .engine
                         .handle_dhcp(dataplane, frame.port, &frame.frame, now);
