@@ -171,8 +171,6 @@ pub struct EngineTask {
     pub api: mpsc::Receiver<ApiCmd>,
     pub watch: broadcast::Sender<WatchEvent>,
     pub cfg: Arc<Config>,
-    /// Relay mode: the socket to the DHCP servers.
-    pub relay: Option<crate::relay::RelayLink>,
 }
 
 /// One batch's effects, released after the store commit.
@@ -204,10 +202,6 @@ impl EngineTask {
                         }
                     }
                 }
-                Some(d) = crate::relay::recv(&mut self.relay) => {
-                    let out = self.engine.relay_reply(d.from, &d.payload, now_ns());
-                    self.outputs(out, &mut b);
-                }
                 cmd = self.api.recv() => {
                     let Some(cmd) = cmd else { return };
                     self.api_cmd(cmd, &mut b, store_errors);
@@ -217,7 +211,6 @@ impl EngineTask {
                     self.outputs(out, &mut b);
                 }
                 _ = cap_check.tick() => {
-                    crate::observe::tick(&self.engine);
                     // A changed source counts too, so an expiry is reported truly.
                     if let Some(cap) = self.cfg.current_cap(now_ns())
                         && cap != *self.engine.cap()
@@ -250,7 +243,6 @@ impl EngineTask {
     }
 
     fn outputs(&mut self, out: Vec<Output>, b: &mut Batch) {
-        crate::observe::outputs(&self.engine, &out);
         for o in out {
             match o {
                 Output::Inject {
@@ -270,12 +262,6 @@ impl EngineTask {
                     tracing::warn!("external authorization requested but no RADIUS adapter");
                 }
                 Output::Accounting { .. } => {}
-                // Not held for the store: relaying a client message promises nothing yet.
-                Output::ToServer { server, payload } => {
-                    if let Some(l) = &self.relay {
-                        let _ = l.tx.send(crate::core::relay::ToServer { server, payload });
-                    }
-                }
             }
         }
     }
@@ -285,7 +271,6 @@ impl EngineTask {
         match ev {
             DpEvent::Punted { dataplane, frame } => match pb::PuntReason::try_from(frame.reason) {
                 Ok(pb::PuntReason::Dhcp) => {
-                    crate::observe::input_started();
                     let out = self
                         .engine
                         .handle_dhcp(dataplane, frame.port, &frame.frame, now);
