@@ -85,6 +85,8 @@ pub mod attr {
     pub const NAS_IDENTIFIER: u8 = 32;
     /// Acct-Status-Type (RFC 2866 §5.1).
     pub const ACCT_STATUS_TYPE: u8 = 40;
+    /// Acct-Delay-Time (RFC 2866 §5.2).
+    pub const ACCT_DELAY_TIME: u8 = 41;
     /// Acct-Input-Octets.
     pub const ACCT_INPUT_OCTETS: u8 = 42;
     /// Acct-Output-Octets.
@@ -93,8 +95,16 @@ pub mod attr {
     pub const ACCT_SESSION_ID: u8 = 44;
     /// Acct-Session-Time.
     pub const ACCT_SESSION_TIME: u8 = 46;
+    /// Acct-Input-Packets.
+    pub const ACCT_INPUT_PACKETS: u8 = 47;
+    /// Acct-Output-Packets.
+    pub const ACCT_OUTPUT_PACKETS: u8 = 48;
     /// Acct-Terminate-Cause.
     pub const ACCT_TERMINATE_CAUSE: u8 = 49;
+    /// Acct-Input-Gigawords (RFC 2869 §5.1): times Acct-Input-Octets wrapped 2^32.
+    pub const ACCT_INPUT_GIGAWORDS: u8 = 52;
+    /// Acct-Output-Gigawords (RFC 2869 §5.2).
+    pub const ACCT_OUTPUT_GIGAWORDS: u8 = 53;
     /// Event-Timestamp.
     pub const EVENT_TIMESTAMP: u8 = 55;
     /// NAS-Port-Type.
@@ -107,6 +117,44 @@ pub mod attr {
     pub const NAS_PORT_ID: u8 = 87;
     /// Error-Cause (RFC 5176 §3.5).
     pub const ERROR_CAUSE: u8 = 101;
+}
+
+/// Values of enumerated attributes.
+pub mod value {
+    /// Service-Type Framed-User (RFC 2865 §5.6).
+    pub const SERVICE_TYPE_FRAMED: u32 = 2;
+    /// NAS-Port-Type Ethernet (RFC 2865 §5.41).
+    pub const NAS_PORT_TYPE_ETHERNET: u32 = 15;
+    /// Acct-Status-Type Start (RFC 2866 §5.1).
+    pub const ACCT_START: u32 = 1;
+    /// Acct-Status-Type Stop.
+    pub const ACCT_STOP: u32 = 2;
+    /// Acct-Status-Type Interim-Update (RFC 2869 §2.1).
+    pub const ACCT_INTERIM_UPDATE: u32 = 3;
+    /// Acct-Status-Type Accounting-On (the NAS restarted, RFC 2866 §5.1).
+    pub const ACCT_ON: u32 = 7;
+    /// Acct-Terminate-Cause (RFC 2866 §5.10): User-Request.
+    pub const TERMINATE_USER_REQUEST: u32 = 1;
+    /// Lost-Carrier.
+    pub const TERMINATE_LOST_CARRIER: u32 = 2;
+    /// Session-Timeout.
+    pub const TERMINATE_SESSION_TIMEOUT: u32 = 5;
+    /// Admin-Reset.
+    pub const TERMINATE_ADMIN_RESET: u32 = 6;
+    /// NAS-Request.
+    pub const TERMINATE_NAS_REQUEST: u32 = 10;
+    /// User-Error.
+    pub const TERMINATE_USER_ERROR: u32 = 17;
+}
+
+/// Vendor-Specific attributes a BNG sends.
+pub mod vendor {
+    /// The Broadband Forum (formerly ADSL/DSL Forum) enterprise number.
+    pub const DSL_FORUM: u32 = 3561;
+    /// Agent-Circuit-Id (RFC 4679 §4.1): option 82 sub-option 1.
+    pub const AGENT_CIRCUIT_ID: u8 = 1;
+    /// Agent-Remote-Id (RFC 4679 §4.2): option 82 sub-option 2.
+    pub const AGENT_REMOTE_ID: u8 = 2;
 }
 
 /// One attribute: type and value (without the 2-byte header).
@@ -246,6 +294,19 @@ impl<T: AsRef<[u8]>> RadiusPacket<T> {
             .map_while(Result::ok)
             .find(|a| a.kind == kind)
             .map(|a| a.value)
+    }
+
+    /// The first well-formed vendor sub-attribute `(vendor_id, vendor_type)`.
+    pub fn vendor_attr(&self, vendor_id: u32, vendor_type: u8) -> Option<&[u8]> {
+        self.attributes()
+            .map_while(Result::ok)
+            .filter_map(|a| a.as_vendor().ok())
+            .filter(|(v, _)| *v == vendor_id)
+            .find_map(|(_, subs)| {
+                subs.map_while(Result::ok)
+                    .find(|s| s.kind == vendor_type)
+                    .map(|s| s.value)
+            })
     }
 
     /// Check every attribute is well-formed.

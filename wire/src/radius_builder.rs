@@ -136,6 +136,22 @@ impl RadiusBuilder {
         self.attr_ipv4(attr::NAS_IP_ADDRESS, ip)
     }
 
+    /// NAS-Identifier (32).
+    pub fn nas_identifier(&mut self, id: &str) -> Result<&mut Self, WireError> {
+        self.attr(attr::NAS_IDENTIFIER, id.as_bytes())
+    }
+
+    /// A 64-bit counter as the 32-bit attribute `low` and, when it wrapped, its
+    /// gigawords attribute `high` (RFC 2869 §5.1, §5.2).
+    pub fn counter64(&mut self, low: u8, high: u8, value: u64) -> Result<&mut Self, WireError> {
+        let wraps = u32::try_from(value >> 32).unwrap_or(u32::MAX);
+        if wraps > 0 {
+            self.attr_u32(high, wraps)?;
+        }
+        // Truncation to the low 32 bits is the encoding.
+        self.attr_u32(low, value as u32)
+    }
+
     /// NAS-Port-Id (87), e.g. the access interface and VLANs.
     pub fn nas_port_id(&mut self, id: &str) -> Result<&mut Self, WireError> {
         self.attr(attr::NAS_PORT_ID, id.as_bytes())

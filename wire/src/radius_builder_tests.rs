@@ -145,6 +145,40 @@ fn builder_limits() {
     );
 }
 
+#[test]
+fn counters_wrap_into_gigawords_and_vendor_attrs_are_found() {
+    let mut b = RadiusBuilder::accounting_request(3);
+    b.counter64(attr::ACCT_INPUT_OCTETS, attr::ACCT_INPUT_GIGAWORDS, 7)
+        .unwrap();
+    b.counter64(
+        attr::ACCT_OUTPUT_OCTETS,
+        attr::ACCT_OUTPUT_GIGAWORDS,
+        (5 << 32) + 9,
+    )
+    .unwrap();
+    b.vendor_specific(9, 1, b"other vendor").unwrap();
+    b.vendor_specific(crate::radius::vendor::DSL_FORUM, 2, b"remote")
+        .unwrap();
+    b.vendor_specific(crate::radius::vendor::DSL_FORUM, 1, b"eth0/1:100")
+        .unwrap();
+    let p = b.finish(b"s").unwrap();
+    let p = verify_accounting_style_request(&p, b"s").unwrap();
+    let u32_of = |k| u32::from_be_bytes(p.attr(k).unwrap().try_into().unwrap());
+    assert_eq!(u32_of(attr::ACCT_INPUT_OCTETS), 7);
+    assert_eq!(p.attr(attr::ACCT_INPUT_GIGAWORDS), None);
+    assert_eq!(u32_of(attr::ACCT_OUTPUT_OCTETS), 9);
+    assert_eq!(u32_of(attr::ACCT_OUTPUT_GIGAWORDS), 5);
+    assert_eq!(
+        p.vendor_attr(crate::radius::vendor::DSL_FORUM, 1),
+        Some(&b"eth0/1:100"[..])
+    );
+    assert_eq!(
+        p.vendor_attr(crate::radius::vendor::DSL_FORUM, 2),
+        Some(&b"remote"[..])
+    );
+    assert_eq!(p.vendor_attr(9, 2), None);
+}
+
 proptest! {
     #[test]
     fn attributes_roundtrip(attrs in proptest::collection::vec((any::<u8>(), proptest::collection::vec(any::<u8>(), 0..=253)), 0..12)) {
