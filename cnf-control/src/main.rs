@@ -33,6 +33,10 @@ struct Args {
     /// Log filter (RUST_LOG syntax).
     #[arg(long, default_value = "info")]
     log: String,
+    /// Validate the configuration (file, overrides, pools, subscribers file, cap file), print
+    /// a summary and exit 0, without opening the store or any socket.
+    #[arg(long)]
+    check_config: bool,
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -77,6 +81,21 @@ async fn main() -> anyhow::Result<()> {
             )
         })?;
         tracing::info!(subscribers = n, "subscribers imported");
+    }
+
+    if args.check_config {
+        println!(
+            "kbng-control: configuration valid: {} dataplane(s) {:?}, {} plan(s), cap {} ({:?}), \
+             store {}, API {}",
+            cfg.dataplanes.len(),
+            cfg.dataplanes,
+            cfg.plans.len(),
+            engine.cap().max_sessions,
+            engine.cap().source,
+            cfg.store.display(),
+            cfg.api_listen
+        );
+        return Ok(());
     }
 
     let t = Instant::now();
