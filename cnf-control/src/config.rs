@@ -145,6 +145,11 @@ pub struct ConfigFile {
     pub pacing: Option<PacingFile>,
     #[serde(default = "default_per_line")]
     pub max_sessions_per_line: u32,
+    /// `mode: server` (default) or `relay` (then `relay` names the servers).
+    #[serde(default)]
+    pub dhcp: Option<crate::relay::config::DhcpFile>,
+    #[serde(default)]
+    pub relay: Option<crate::relay::config::RelayFile>,
 }
 
 fn default_unknown() -> UnknownPolicy {
@@ -169,6 +174,8 @@ pub struct Config {
     pub portal_url: String,
     /// (prefix, len, protocol, port)
     pub garden: Vec<(Ipv4Addr, u8, u8, u16)>,
+    /// Relay mode: DHCP goes to these servers; `None` = the control serves DHCP itself.
+    pub relay: Option<crate::relay::config::RelaySettings>,
 }
 
 fn cidr(s: &str) -> Result<(Ipv4Addr, u8), String> {
@@ -356,10 +363,17 @@ impl ConfigFile {
         if pacing.rate_per_sec == 0 || pacing.burst == 0 {
             problems.push("pacing: ratePerSec and burst must be non-zero".into());
         }
+        let relay = crate::relay::config::validate(
+            self.dhcp.as_ref(),
+            self.relay.as_ref(),
+            &pools,
+            &mut problems,
+        );
         if !problems.is_empty() {
             return Err(problems);
         }
         Ok(Config {
+            relay,
             dataplanes: self.dataplanes,
             engine: EngineConfig {
                 pools,

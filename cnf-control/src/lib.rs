@@ -24,5 +24,6 @@ pub mod core;
 pub mod dataplane;
 pub mod licence_file;
 pub mod portal;
+pub mod relay;
 pub mod service;
 pub mod store;

@@ -134,6 +134,16 @@ async fn main() -> anyhow::Result<()> {
         statuses.push(status);
     }
     drop(ev_tx);
+    // Relay mode: DHCP goes to the configured servers through this socket.
+    let relay = match &cfg.relay {
+        Some(r) => {
+            engine.enable_relay(r.core.clone(), now_ns());
+            let link = kbng_control::relay::start(r.listen).await?;
+            tracing::info!(listen = %link.local, servers = ?r.core.servers, giaddr = %r.core.giaddr, "DHCP relay mode");
+            Some(link)
+        }
+        None => None,
+    };
     let task = EngineTask {
         engine,
         store,
@@ -142,6 +152,7 @@ async fn main() -> anyhow::Result<()> {
         api: api_rx,
         watch: watch_tx.clone(),
         cfg: Arc::clone(&cfg),
+        relay,
     };
     let engine_task = tokio::spawn(task.run());
 

@@ -171,6 +171,8 @@ pub struct EngineTask {
     pub api: mpsc::Receiver<ApiCmd>,
     pub watch: broadcast::Sender<WatchEvent>,
     pub cfg: Arc<Config>,
+    /// Relay mode: the socket to the DHCP servers.
+    pub relay: Option<crate::relay::RelayLink>,
 }
 
 /// One batch's effects, released after the store commit.
@@ -201,6 +203,10 @@ impl EngineTask {
                             Err(_) => break,
                         }
                     }
+                }
+                Some(d) = crate::relay::recv(&mut self.relay) => {
+                    let out = self.engine.relay_reply(d.from, &d.payload, now_ns());
+                    self.outputs(out, &mut b);
                 }
                 cmd = self.api.recv() => {
                     let Some(cmd) = cmd else { return };
@@ -262,6 +268,12 @@ impl EngineTask {
                     tracing::warn!("external authorization requested but no RADIUS adapter");
                 }
                 Output::Accounting { .. } => {}
+                // Not held for the store: relaying a client message promises nothing yet.
+                Output::ToServer { server, payload } => {
+                    if let Some(l) = &self.relay {
+                        let _ = l.tx.send(crate::core::relay::ToServer { server, payload });
+                    }
+                }
             }
         }
     }

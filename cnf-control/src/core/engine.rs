@@ -138,6 +138,11 @@ pub enum Output {
         id: SessionId,
         state: &'static str,
     },
+    /// Relay mode: a client message for a DHCP server.
+    ToServer {
+        server: std::net::SocketAddrV4,
+        payload: Vec<u8>,
+    },
 }
 
 /// The engine.
@@ -159,6 +164,9 @@ pub struct Engine {
     port_macs: HashMap<(u32, u32), WireMac>,
     next_id: SessionId,
     counters: BTreeMap<&'static str, u64>,
+    /// Relay mode (`engine_relay.rs`): the relay agent, and server ACKs awaiting `SendAck`.
+    relay: Option<super::relay::Relay>,
+    relay_acks: HashMap<SubscriberKey, relay_glue::RelayAck>,
 }
 
 const STICKY_MAX: usize = 1 << 20;
@@ -204,6 +212,8 @@ impl Engine {
             port_macs: HashMap::new(),
             next_id: 1,
             counters: BTreeMap::new(),
+            relay: None,
+            relay_acks: HashMap::new(),
         })
     }
 
@@ -216,6 +226,9 @@ impl Engine {
         v.push(("pacing dropped", self.pacer.dropped));
         v.push(("pacing replaced", self.pacer.replaced));
         v.push(("pacing queued", self.pacer.queued() as u64));
+        if let Some(r) = &self.relay {
+            v.extend(r.counters());
+        }
         v
     }
 
@@ -361,8 +374,12 @@ impl Engine {
             inner_vlan: inb.l2.inner_vid().unwrap_or(0),
         };
         let key = self.key_of(line, &inb);
-        let existing = self.by_key.get(&key).copied();
         let mut out = Vec::new();
+        if self.relay.is_some() {
+            self.relay_client(line, key, inb, frame, now_ns, &mut out);
+            return out;
+        }
+        let existing = self.by_key.get(&key).copied();
         match inb.msg.message_type {
             DhcpMessageType::Discover => {
                 self.count("DISCOVER");
@@ -685,7 +702,10 @@ impl Engine {
         let before = s.state.name();
         let old_state = s.state.clone();
         let ip = old_state.ip();
-        let (pool, lease_secs) = self.lease_secs_for(ip);
+        let (pool, mut lease_secs) = self.lease_secs_for(ip);
+        if let Some(l) = self.relay_lease_secs(id) {
+            lease_secs = l;
+        }
         let Some(s) = self.sessions.get_mut(&id) else {
             return;
         };
@@ -722,6 +742,7 @@ impl Engine {
         if let Some(s) = self.sessions.remove(&id) {
             if self.by_key.get(&s.key) == Some(&id) {
                 self.by_key.remove(&s.key);
+                self.relay_acks.remove(&s.key);
             }
             if let Some(n) = self.per_line.get_mut(&s.line) {
                 *n = n.saturating_sub(1);
@@ -746,6 +767,7 @@ impl Engine {
                 };
                 out.push(Output::Authorize { id, identity });
             }
+            Action::SendAck { .. } if self.relay.is_some() => self.relay_send_ack(id, out),
             Action::SendOffer { .. } | Action::SendAck { .. } | Action::SendNak { .. } => {
                 let (kind, yi) = match a {
                     Action::SendOffer { ip, .. } => {
@@ -781,7 +803,8 @@ impl Engine {
             }),
             Action::FreeAddress { ip, quarantine } => {
                 let key = s.key.clone();
-                if quarantine {
+                // A relay's server quarantines declined addresses itself.
+                if quarantine && self.relay.is_none() {
                     self.count("addresses quarantined");
                     self.quarantine
                         .push_back((now_ns + self.cfg.quarantine_secs * NS_PER_SEC, ip));
@@ -852,6 +875,7 @@ impl Engine {
     /// Time passed: paced DISCOVERs whose turn came, deadlines, quarantine.
     pub fn tick(&mut self, now_ns: u64) -> Vec<Output> {
         let mut out = Vec::new();
+        self.relay_tick(now_ns, &mut out);
         for (line, inb) in self.pacer.due(now_ns) {
             self.create(line, inb, None, now_ns, &mut out);
         }
@@ -959,6 +983,9 @@ pub fn dp_session(s: &Session) -> Option<DpSession> {
         captive: grant.captive(),
     })
 }
+
+#[path = "engine_relay.rs"]
+mod relay_glue;
 
 #[cfg(test)]
 #[path = "engine_tests.rs"]

@@ -6,6 +6,7 @@ pub mod engine;
 pub mod licence;
 pub mod pacing;
 pub mod pool;
+pub mod relay;
 pub mod session;
 
 use serde::{Deserialize, Serialize};
