@@ -65,9 +65,25 @@ pub struct Args {
     /// Uplink MAC override (default: the uplink port's MAC).
     #[arg(long)]
     pub uplink_mac: Option<String>,
-    /// MAC of the uplink next hop.
+    /// MAC of the uplink next hop, fixed (no ARP for it). Without it, `--next-hop` is resolved
+    /// by ARP.
     #[arg(long)]
-    pub next_hop_mac: String,
+    pub next_hop_mac: Option<String>,
+    /// Our uplink address and prefix (`192.0.2.254/24`): answered by ARP on the uplink, the
+    /// source of ARP requests and of ICMP errors sent to the core.
+    #[arg(long)]
+    pub uplink_address: Option<String>,
+    /// The uplink next hop's IPv4 address (inside `--uplink-address`), resolved by ARP.
+    #[arg(long)]
+    pub next_hop: Option<Ipv4Addr>,
+    /// Seconds a resolved next hop is trusted before it is re-asked by unicast ARP (it is
+    /// forgotten after 3 unanswered requests, one a second).
+    #[arg(long, default_value_t = 30)]
+    pub next_hop_reachable_secs: u32,
+    /// ICMP errors (Time Exceeded) per second and worker (RFC 1812 §4.3.2.8); burst a tenth
+    /// of it, at least 10.
+    #[arg(long, default_value_t = 1000)]
+    pub icmp_error_pps: u32,
     /// A subscriber gateway address answered by proxy ARP (repeatable; gRPC ConfigureAccess
     /// replaces the set).
     #[arg(long = "gateway")]
@@ -109,8 +125,10 @@ pub struct Config {
     pub access_mac: Option<[u8; 6]>,
     /// Parsed overrides.
     pub uplink_mac: Option<[u8; 6]>,
-    /// Next hop.
-    pub next_hop_mac: [u8; 6],
+    /// Next hop MAC, when fixed by flag.
+    pub next_hop_mac: Option<[u8; 6]>,
+    /// Uplink address, prefix and next hop, when configured.
+    pub uplink: Option<crate::neighbour::UplinkAddressing>,
     /// Outer TPID.
     pub outer_tpid: u16,
 }
@@ -200,6 +218,81 @@ fn resolve_device(
         .ok_or_else(|| format!("{flag}: {dev:?}: ${var}={value:?} has no address #{index}"))
 }
 
+/// `--uplink-address` and `--next-hop`: both or neither; the next hop a host of our prefix;
+/// and a next hop from one of `--next-hop` or `--next-hop-mac`.
+fn uplink_addressing(
+    args: &Args,
+    errors: &mut Vec<String>,
+) -> Option<crate::neighbour::UplinkAddressing> {
+    if args.next_hop.is_none() && args.next_hop_mac.is_none() {
+        errors.push("--next-hop: required (or a fixed --next-hop-mac)".into());
+    }
+    if !(1..=3600).contains(&args.next_hop_reachable_secs) {
+        errors.push(format!(
+            "--next-hop-reachable-secs: {} not in 1..=3600",
+            args.next_hop_reachable_secs
+        ));
+    }
+    if args.icmp_error_pps == 0 {
+        errors.push("--icmp-error-pps: at least 1".into());
+    }
+    let addr = args.uplink_address.as_deref().and_then(|s| {
+        let parsed = s
+            .split_once('/')
+            .and_then(|(a, p)| Some((a.parse::<Ipv4Addr>().ok()?, p.parse::<u8>().ok()?)));
+        match parsed {
+            Some((a, p)) if (8..=31).contains(&p) => Some((u32::from(a), p)),
+            _ => {
+                errors.push(format!(
+                    "--uplink-address: {s:?} is not an IPv4 address with a prefix length \
+                     8..=31 (like 192.0.2.254/24)"
+                ));
+                None
+            }
+        }
+    });
+    match (addr, args.next_hop, args.uplink_address.is_some()) {
+        (Some((address, prefix_len)), Some(nh), _) => {
+            let nh = u32::from(nh);
+            let mask = u32::MAX << (32 - prefix_len);
+            let host = nh & !mask;
+            if nh & mask != address & mask {
+                errors.push(format!(
+                    "--next-hop: {} is outside --uplink-address {}",
+                    Ipv4Addr::from(nh),
+                    args.uplink_address.as_deref().unwrap_or_default()
+                ));
+            } else if nh == address {
+                errors.push("--next-hop: is our own --uplink-address".into());
+            } else if prefix_len < 31 && (host == 0 || host == !mask) {
+                errors.push(format!(
+                    "--next-hop: {} is the network or broadcast address of its prefix",
+                    Ipv4Addr::from(nh)
+                ));
+            }
+            Some(crate::neighbour::UplinkAddressing {
+                address,
+                prefix_len,
+                next_hop: nh,
+            })
+        }
+        (None, Some(_), false) => {
+            errors.push("--next-hop: needs --uplink-address (the source of ARP requests)".into());
+            None
+        }
+        (Some(_), None, _) if args.next_hop_mac.is_none() => {
+            errors.push("--uplink-address: needs --next-hop".into());
+            None
+        }
+        (Some((address, prefix_len)), None, _) => Some(crate::neighbour::UplinkAddressing {
+            address,
+            prefix_len,
+            next_hop: 0,
+        }),
+        _ => None,
+    }
+}
+
 fn parse_mac(flag: &str, s: &str) -> Result<[u8; 6], String> {
     s.parse::<kbng_wire::MacAddr>()
         .map(|m| m.0)
@@ -236,10 +329,8 @@ impl Config {
         };
         let access_mac = mac("--access-mac", &args.access_mac);
         let uplink_mac = mac("--uplink-mac", &args.uplink_mac);
-        let next_hop_mac = parse_mac("--next-hop-mac", &args.next_hop_mac).unwrap_or_else(|e| {
-            errors.push(e);
-            [0; 6]
-        });
+        let next_hop_mac = mac("--next-hop-mac", &args.next_hop_mac);
+        let uplink = uplink_addressing(&args, &mut errors);
         let outer_tpid = match args.outer_tpid.to_ascii_lowercase().as_str() {
             "0x8100" | "8100" => 0x8100,
             "0x88a8" | "88a8" => 0x88a8,
@@ -296,6 +387,7 @@ impl Config {
             access_mac,
             uplink_mac,
             next_hop_mac,
+            uplink,
             outer_tpid,
             args,
         })
@@ -382,6 +474,97 @@ mod tests {
         .unwrap();
         let e = Config::from_args(a).unwrap_err();
         assert_eq!(e.len(), 3, "{e:?}");
+    }
+
+    fn uplink_args(extra: &[&str]) -> Result<Config, Vec<String>> {
+        let mut v = vec![
+            "kbng-dataplane",
+            "--cores",
+            "0,1",
+            "--access",
+            "net_null0",
+            "--uplink",
+            "net_null1",
+        ];
+        v.extend_from_slice(extra);
+        Config::from_args(Args::try_parse_from(v).map_err(|e| vec![e.to_string()])?)
+    }
+
+    #[test]
+    fn uplink_addressing_is_validated_naming_the_flag() {
+        let c = uplink_args(&[
+            "--uplink-address",
+            "192.0.2.254/24",
+            "--next-hop",
+            "192.0.2.1",
+        ])
+        .unwrap();
+        let u = c.uplink.unwrap();
+        assert_eq!((u.address, u.prefix_len), (0xc000_02fe, 24));
+        assert_eq!(u.next_hop, 0xc000_0201);
+        assert_eq!(c.next_hop_mac, None);
+        for (extra, flag) in [
+            (&["--uplink-address", "192.0.2.254"][..], "--uplink-address"),
+            (
+                &["--uplink-address", "192.0.2.254/33"][..],
+                "--uplink-address",
+            ),
+            (&["--next-hop", "192.0.2.1"][..], "--next-hop"),
+            (&["--uplink-address", "192.0.2.254/24"][..], "--next-hop"),
+            (&[][..], "--next-hop"),
+            (
+                &[
+                    "--uplink-address",
+                    "192.0.2.254/24",
+                    "--next-hop",
+                    "198.51.100.1",
+                ][..],
+                "--next-hop",
+            ),
+            (
+                &[
+                    "--uplink-address",
+                    "192.0.2.254/24",
+                    "--next-hop",
+                    "192.0.2.255",
+                ][..],
+                "--next-hop",
+            ),
+            (
+                &[
+                    "--uplink-address",
+                    "192.0.2.254/24",
+                    "--next-hop",
+                    "192.0.2.254",
+                ][..],
+                "--next-hop",
+            ),
+            (&["--next-hop", "192.0.2.300"][..], "--next-hop"),
+            (
+                &[
+                    "--next-hop-mac",
+                    "02:00:00:00:00:01",
+                    "--icmp-error-pps",
+                    "0",
+                ][..],
+                "--icmp-error-pps",
+            ),
+            (
+                &[
+                    "--next-hop-mac",
+                    "02:00:00:00:00:01",
+                    "--next-hop-reachable-secs",
+                    "0",
+                ][..],
+                "--next-hop-reachable-secs",
+            ),
+        ] {
+            let e = uplink_args(extra).unwrap_err();
+            assert!(e.iter().any(|m| m.contains(flag)), "{extra:?}: {e:?}");
+        }
+        // A fixed MAC needs no next-hop address.
+        let c = uplink_args(&["--next-hop-mac", "02:00:00:00:00:01"]).unwrap();
+        assert_eq!(c.next_hop_mac, Some([2, 0, 0, 0, 0, 1]));
     }
 
     #[test]

@@ -53,6 +53,25 @@ impl DataplaneService {
         }
     }
 
+    /// Queue a frame for transmission on `port` (by worker 0); `false` if it was not queued
+    /// (too long or short, no inject ring, or the ring is full).
+    pub fn inject(&self, port: PortId, frame: &[u8]) -> bool {
+        if frame.len() > PUNT_SNAPLEN || frame.len() < 14 {
+            return false;
+        }
+        let mut rec = InjectRecord {
+            port,
+            len: frame.len() as u16,
+            data: [0; PUNT_SNAPLEN],
+        };
+        rec.data[..frame.len()].copy_from_slice(frame);
+        self.inject
+            .lock()
+            .ok()
+            .and_then(|mut g| g.as_mut().map(|p| p.push(rec).is_ok()))
+            .unwrap_or(false)
+    }
+
     /// Forward punted records from the workers' rings to the current Punt stream, forever
     /// (until the runtime stops). Records with no subscriber are dropped.
     pub async fn punt_pump(self, mut rings: Vec<rtrb::Consumer<PuntRecord>>) {

@@ -44,6 +44,10 @@ impl PacketBuf for Mbuf {
     fn adj(&mut self, n: usize) -> bool {
         u16::try_from(n).is_ok_and(|n| Mbuf::adj(self, n))
     }
+    #[inline(always)]
+    fn trim(&mut self, n: usize) -> bool {
+        u16::try_from(n).is_ok_and(|n| Mbuf::trim(self, n))
+    }
 }
 
 /// A frame the control plane asks to transmit.

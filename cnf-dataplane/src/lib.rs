@@ -37,6 +37,7 @@ pub mod counters;
 pub mod grpc;
 pub mod io;
 pub mod meter;
+pub mod neighbour;
 pub mod nodes;
 pub mod packet;
 pub mod pipeline;

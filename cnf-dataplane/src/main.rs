@@ -24,6 +24,7 @@ use kbng_dataplane::counters::WorkerStats;
 use kbng_dataplane::grpc::DataplaneService;
 use kbng_dataplane::io::{InjectRecord, Worker, WorkerQueues};
 use kbng_dataplane::meter::SrTcmProfile;
+use kbng_dataplane::neighbour::{NextHopCell, Resolver};
 use kbng_dataplane::nodes::NodeEnv;
 use kbng_dataplane::pipeline::{Pipeline, Tables};
 use kbng_dataplane::punt::PuntRecord;
@@ -218,11 +219,33 @@ fn run(cfg: Config) -> anyhow::Result<()> {
         eprintln!("kbng-dataplane: WARNING: {w}");
     }
 
+    let next_hop = Arc::new(
+        cfg.next_hop_mac
+            .map_or_else(NextHopCell::default, NextHopCell::fixed),
+    );
     let env = NodeEnv {
         access_mac: cfg.access_mac.unwrap_or(access.mac),
         uplink_mac: cfg.uplink_mac.unwrap_or(uplink.mac),
-        next_hop_mac: cfg.next_hop_mac,
+        next_hop_mac: cfg.next_hop_mac.unwrap_or_default(),
+        next_hop_resolved: cfg.next_hop_mac.is_some(),
         outer_tpid: cfg.outer_tpid,
+        uplink_ip: cfg.uplink.map_or(0, |u| u.address),
+        // A fixed MAC is never relearned.
+        next_hop_ip: match cfg.next_hop_mac {
+            Some(_) => 0,
+            None => cfg.uplink.map_or(0, |u| u.next_hop),
+        },
+        next_hop: Arc::clone(&next_hop),
+    };
+    let resolver = match (cfg.next_hop_mac, cfg.uplink) {
+        (None, Some(u)) => Some(Resolver::new(
+            Arc::clone(&next_hop),
+            env.uplink_mac,
+            u,
+            hz,
+            u64::from(cfg.args.next_hop_reachable_secs),
+        )),
+        _ => None,
     };
     let seed = {
         use std::hash::BuildHasher;
@@ -231,6 +254,9 @@ fn run(cfg: Config) -> anyhow::Result<()> {
     let punt_burst = u64::from(cfg.args.punt_pps).max(64);
     let punt_limit = SrTcmProfile::new(hz, u64::from(cfg.args.punt_pps).max(1), punt_burst, 0)
         .context("punt rate")?;
+    let icmp_pps = u64::from(cfg.args.icmp_error_pps);
+    let icmp_limit =
+        SrTcmProfile::new(hz, icmp_pps, (icmp_pps / 10).max(10), 0).context("ICMP error rate")?;
     let now = dpdk_sys::tsc();
 
     // Per-worker state, rings, views.
@@ -262,7 +288,8 @@ fn run(cfg: Config) -> anyhow::Result<()> {
         if let Some(n) = cfg.args.bench_sessions {
             populate(&mut tables, n, hz);
         }
-        let pipeline = Pipeline::new(env.clone(), i as u16, punt_limit, now);
+        let pipeline = Pipeline::new(env.clone(), i as u16, punt_limit, now)
+            .with_icmp_error_limit(icmp_limit, now);
         let (cmd_tx, cmd_rx) = command::channel(2 * MAX_BATCH);
         let (punt_tx, punt_rx) = rtrb::RingBuffer::<PuntRecord>::new(1024);
         punt_rings.push(punt_rx);
@@ -329,6 +356,7 @@ fn run(cfg: Config) -> anyhow::Result<()> {
         shadow: Shadow::new(cfg.args.sessions, cfg.args.plans),
         workers: views,
         tsc_hz: hz,
+        resolver: resolver.as_ref().map(|r| r.counters.clone()),
     }));
     let stop = Arc::new(AtomicBool::new(false));
 
@@ -355,6 +383,7 @@ fn run(cfg: Config) -> anyhow::Result<()> {
                     identity,
                     inject_tx,
                     punt_rings,
+                    resolver,
                     listen,
                     Arc::clone(&stop),
                     run_seconds,
@@ -461,11 +490,28 @@ fn print_stats(
     println!("{out}");
 }
 
+/// Step the next-hop resolver ten times a second on the control thread; its ARP requests
+/// leave through the inject path (worker 0 transmits them).
+async fn resolve_next_hop(mut r: Resolver, svc: DataplaneService) {
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    loop {
+        tick.tick().await;
+        if let Some(frame) = r.poll(dpdk_sys::tsc())
+            && !svc.inject(kbng_dataplane::packet::PortId::Uplink, &frame)
+        {
+            r.not_sent();
+        }
+    }
+}
+
+// Everything the control thread owns, handed over once at start-up.
+#[allow(clippy::too_many_arguments)]
 async fn control_main(
     control: Arc<Mutex<Control>>,
     identity: pb::Identity,
     inject: rtrb::Producer<InjectRecord>,
     punt_rings: Vec<rtrb::Consumer<PuntRecord>>,
+    resolver: Option<Resolver>,
     listen: String,
     stop: Arc<AtomicBool>,
     run_seconds: Option<u64>,
@@ -473,6 +519,9 @@ async fn control_main(
     use tokio::signal::unix::{SignalKind, signal};
     let svc = DataplaneService::new(control, identity, Some(inject));
     tokio::spawn(svc.clone().punt_pump(punt_rings));
+    if let Some(r) = resolver {
+        tokio::spawn(resolve_next_hop(r, svc.clone()));
+    }
     let stopper = {
         let stop = Arc::clone(&stop);
         async move {

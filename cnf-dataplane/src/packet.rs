@@ -16,6 +16,8 @@ pub trait PacketBuf {
     fn prepend(&mut self, n: usize) -> bool;
     /// Remove `n` bytes from the front; `false` (packet unchanged) if it is shorter.
     fn adj(&mut self, n: usize) -> bool;
+    /// Remove `n` bytes from the end; `false` (packet unchanged) if it is shorter.
+    fn trim(&mut self, n: usize) -> bool;
 }
 
 /// Which port a packet came from or goes to.
@@ -148,6 +150,13 @@ impl PacketBuf for HeapBuf {
             return false;
         }
         self.start += n;
+        self.len -= n;
+        true
+    }
+    fn trim(&mut self, n: usize) -> bool {
+        if n > self.len {
+            return false;
+        }
         self.len -= n;
         true
     }

@@ -8,10 +8,12 @@ use crate::meter::SrTcmProfile;
 use crate::nodes::NodeEnv;
 use crate::nodes::arp_reply::{ArpReplyCounter, ArpReplyNode};
 use crate::nodes::ethernet_input::{EthernetInputCounter, EthernetInputNode};
+use crate::nodes::icmp_error::{IcmpErrorCounter, IcmpErrorNode};
 use crate::nodes::ip4_rewrite::{Ip4RewriteCounter, Ip4RewriteNode};
 use crate::nodes::policer::{PolicerCounter, PolicerNode};
 use crate::nodes::punt::{PuntCounter, PuntNode};
 use crate::nodes::session_lookup::{SessionLookupCounter, SessionLookupNode};
+use crate::nodes::uplink_arp::{UplinkArpCounter, UplinkArpNode};
 use crate::nodes::walled_garden::{WalledGardenCounter, WalledGardenNode};
 use crate::packet::{Frame, PacketBuf};
 use crate::punt::PuntSink;
@@ -59,6 +61,10 @@ pub struct PipelineCounters {
     pub ip4_rewrite: NodeCounters<Ip4RewriteCounter>,
     /// punt
     pub punt: NodeCounters<PuntCounter>,
+    /// uplink-arp
+    pub uplink_arp: NodeCounters<UplinkArpCounter>,
+    /// icmp-error
+    pub icmp_error: NodeCounters<IcmpErrorCounter>,
 }
 
 impl PipelineCounters {
@@ -72,6 +78,8 @@ impl PipelineCounters {
         self.policer.snapshot(&mut v);
         self.ip4_rewrite.snapshot(&mut v);
         self.punt.snapshot(&mut v);
+        self.uplink_arp.snapshot(&mut v);
+        self.icmp_error.snapshot(&mut v);
         v
     }
 }
@@ -88,16 +96,21 @@ pub struct Pipeline<P> {
     policer: PolicerNode,
     ip4_rewrite: Ip4RewriteNode,
     punt: PuntNode,
+    uplink_arp: UplinkArpNode,
+    icmp_error: IcmpErrorNode,
     to_lookup: Box<Frame<P>>,
     to_arp: Box<Frame<P>>,
     to_punt: Box<Frame<P>>,
     to_garden: Box<Frame<P>>,
     to_policer: Box<Frame<P>>,
     to_rewrite: Box<Frame<P>>,
+    to_uplink_arp: Box<Frame<P>>,
+    to_icmp: Box<Frame<P>>,
 }
 
 impl<P: PacketBuf> Pipeline<P> {
-    /// A pipeline for worker `worker`; punts are limited by `punt_limit` (packet tokens).
+    /// A pipeline for worker `worker`; punts are limited by `punt_limit` (packet tokens), and
+    /// so are ICMP errors until [`Self::with_icmp_error_limit`] says otherwise.
     pub fn new(env: NodeEnv, worker: u16, punt_limit: SrTcmProfile, now: u64) -> Self {
         Self {
             env,
@@ -108,13 +121,23 @@ impl<P: PacketBuf> Pipeline<P> {
             policer: PolicerNode::default(),
             ip4_rewrite: Ip4RewriteNode::default(),
             punt: PuntNode::new(worker, punt_limit, now),
+            uplink_arp: UplinkArpNode::default(),
+            icmp_error: IcmpErrorNode::new(punt_limit, now),
             to_lookup: Box::default(),
             to_arp: Box::default(),
             to_punt: Box::default(),
             to_garden: Box::default(),
             to_policer: Box::default(),
             to_rewrite: Box::default(),
+            to_uplink_arp: Box::default(),
+            to_icmp: Box::default(),
         }
+    }
+
+    /// Limit ICMP errors of this worker to `limit` (packet tokens).
+    pub fn with_icmp_error_limit(mut self, limit: SrTcmProfile, now: u64) -> Self {
+        self.icmp_error = IcmpErrorNode::new(limit, now);
+        self
     }
 
     /// Shared handles on this pipeline's counters.
@@ -127,6 +150,8 @@ impl<P: PacketBuf> Pipeline<P> {
             policer: self.policer.counters.clone(),
             ip4_rewrite: self.ip4_rewrite.counters.clone(),
             punt: self.punt.counters.clone(),
+            uplink_arp: self.uplink_arp.counters.clone(),
+            icmp_error: self.icmp_error.counters.clone(),
         }
     }
 
@@ -142,6 +167,7 @@ impl<P: PacketBuf> Pipeline<P> {
         tx_uplink: &mut Frame<P>,
         punt_sink: &mut impl PuntSink,
     ) {
+        self.env.refresh_next_hop();
         let env = &self.env;
         self.ethernet_input.run(
             env,
@@ -149,9 +175,12 @@ impl<P: PacketBuf> Pipeline<P> {
             rx,
             &mut self.to_lookup,
             &mut self.to_arp,
+            &mut self.to_uplink_arp,
             &mut self.to_punt,
         );
         self.arp_reply.run(env, &mut self.to_arp, tx_access);
+        self.uplink_arp
+            .run(env, now, &mut self.to_uplink_arp, tx_uplink);
         self.session_lookup.run(
             env,
             &tables.sessions,
@@ -178,6 +207,15 @@ impl<P: PacketBuf> Pipeline<P> {
             &mut self.to_rewrite,
             tx_access,
             tx_uplink,
+            &mut self.to_icmp,
+        );
+        self.icmp_error.run(
+            env,
+            &tables.access,
+            now,
+            &mut self.to_icmp,
+            tx_access,
+            tx_uplink,
         );
         self.punt.run(now, &mut self.to_punt, punt_sink);
     }
@@ -186,3 +224,7 @@ impl<P: PacketBuf> Pipeline<P> {
 #[cfg(test)]
 #[path = "pipeline_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "pipeline_uplink_tests.rs"]
+mod uplink_tests;

@@ -44,6 +44,8 @@ pub struct Control {
     pub workers: Vec<WorkerView>,
     /// TSC frequency (for meter profiles).
     pub tsc_hz: u64,
+    /// Counters of the next-hop resolver (main core), when the next hop is resolved by ARP.
+    pub resolver: Option<crate::counters::NodeCounters<crate::neighbour::ResolverCounter>>,
 }
 
 impl Control {
@@ -111,6 +113,9 @@ impl Control {
                     None => total.push((n, c, v)),
                 }
             }
+        }
+        if let Some(r) = &self.resolver {
+            r.snapshot(&mut total);
         }
         total
     }

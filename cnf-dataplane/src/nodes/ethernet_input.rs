@@ -5,9 +5,10 @@
 //! for a subscriber gateway address, which go to `arp-reply` (proxy ARP, answered here so the
 //! control plane is not in the ARP path at scale); IPv4 to our MAC goes to `session-lookup` as
 //! upstream. From the uplink: IPv4 to our MAC goes to `session-lookup` as downstream, ARP to
-//! `punt`. Everything else is dropped with a reason.
+//! `uplink-arp` when an uplink address is configured (else to `punt`). Everything else is
+//! dropped with a reason.
 //!
-//! Next nodes: `session-lookup`, `arp-reply`, `punt`, drop.
+//! Next nodes: `session-lookup`, `arp-reply`, `uplink-arp`, `punt`, drop.
 //! Counters: see [`EthernetInputCounter`].
 //! Per-core state: the counters only.
 
@@ -34,6 +35,8 @@ node_counters! {
         ArpPunted => "ARP punted",
         /// ARP requests for a gateway address answered locally.
         ProxyArp => "proxy ARP",
+        /// ARP from the uplink, handled locally.
+        UplinkArp => "uplink ARP",
         /// Drop: the Ethernet or VLAN header could not be parsed.
         BadL2 => "bad L2 header",
         /// Drop: the IPv4 header is invalid.
@@ -56,6 +59,8 @@ pub enum EthernetInputNext {
     SessionLookup,
     /// ARP request for a gateway.
     ArpReply,
+    /// ARP from the uplink (our address configured).
+    UplinkArp,
     /// To the control plane.
     Punt(PuntReason),
     /// Dropped, with the reason.
@@ -133,6 +138,8 @@ impl EthernetInputNode {
                     && access_cfg.is_gateway(u32::from(arp.target_ip()))
                 {
                     N::ArpReply
+                } else if !access && env.uplink_ip != 0 {
+                    N::UplinkArp
                 } else {
                     N::Punt(PuntReason::Arp)
                 }
@@ -142,6 +149,8 @@ impl EthernetInputNode {
     }
 
     /// Process a frame.
+    // One frame per next node, like VPP's next indices; a struct of them would only rename.
+    #[allow(clippy::too_many_arguments)]
     pub fn run<P: PacketBuf>(
         &mut self,
         env: &NodeEnv,
@@ -149,6 +158,7 @@ impl EthernetInputNode {
         input: &mut Frame<P>,
         lookup: &mut Frame<P>,
         arp: &mut Frame<P>,
+        uplink_arp: &mut Frame<P>,
         punt: &mut Frame<P>,
     ) {
         use EthernetInputCounter as C;
@@ -165,6 +175,10 @@ impl EthernetInputNode {
                 EthernetInputNext::ArpReply => {
                     self.counters.inc(C::ProxyArp);
                     enqueue(arp, pkt)
+                }
+                EthernetInputNext::UplinkArp => {
+                    self.counters.inc(C::UplinkArp);
+                    enqueue(uplink_arp, pkt)
                 }
                 EthernetInputNext::Punt(reason) => {
                     self.counters.inc(match reason {

@@ -1,6 +1,6 @@
 //! `ip4-rewrite`: the last node before transmit. Decrements the TTL with an RFC 1624
-//! incremental checksum update (RFC 1812 §5.3.1; TTL <= 1 is dropped and counted: ICMP Time
-//! Exceeded is not generated here, which a later punt reason could add), then rebuilds the
+//! incremental checksum update (RFC 1812 §5.3.1; a packet with TTL <= 1 goes, untouched, to
+//! `icmp-error` for a Time Exceeded message), then rebuilds the
 //! Ethernet header: upstream, tags popped, next-hop MAC from the uplink MAC; downstream, the
 //! session's tags pushed (outer TPID from config, inner 0x8100), session MAC from the access
 //! MAC.
@@ -8,7 +8,10 @@
 //! The header is rewritten in place by moving the packet start (`adj` to pop, `prepend` to
 //! push), never by copying the payload.
 //!
-//! Next nodes: tx on the uplink, tx on the access port, drop.
+//! Upstream needs the next hop's MAC: while it is unresolved (see `neighbour`) the packet is
+//! dropped and counted.
+//!
+//! Next nodes: tx on the uplink, tx on the access port, icmp-error, drop.
 //! Counters: see [`Ip4RewriteCounter`].
 //! Per-core state: the counters.
 
@@ -27,8 +30,10 @@ node_counters! {
         ToUplink => "to uplink",
         /// Sent to the access port.
         ToAccess => "to access",
-        /// Drop: TTL expired.
+        /// TTL expired: sent to icmp-error.
         TtlExpired => "TTL expired",
+        /// Drop: upstream, the next hop's MAC is not resolved.
+        NextHopUnresolved => "next hop unresolved",
         /// Drop: no headroom for the tags.
         NoHeadroom => "no headroom",
         /// Drop: the session vanished (never expected).
@@ -45,6 +50,8 @@ pub enum Ip4RewriteNext {
     TxUplink,
     /// Transmit on the access port.
     TxAccess,
+    /// TTL expired: to icmp-error.
+    IcmpError,
     /// Dropped, with the reason.
     Drop(Ip4RewriteCounter),
 }
@@ -90,10 +97,13 @@ impl Ip4RewriteNode {
             None => false,
         };
         if !ttl_ok {
-            return Ip4RewriteNext::Drop(C::TtlExpired);
+            return Ip4RewriteNext::IcmpError;
         }
         match pkt.meta.dir {
             Direction::Up => {
+                if !env.next_hop_resolved {
+                    return Ip4RewriteNext::Drop(C::NextHopUnresolved);
+                }
                 // Pop: move the start so exactly 14 bytes of header remain.
                 if l3 > 14 && !pkt.buf.adj(l3 - 14) {
                     return Ip4RewriteNext::Drop(C::NoHeadroom);
@@ -136,6 +146,7 @@ impl Ip4RewriteNode {
         input: &mut Frame<P>,
         tx_access: &mut Frame<P>,
         tx_uplink: &mut Frame<P>,
+        icmp: &mut Frame<P>,
     ) {
         use Ip4RewriteCounter as C;
         for mut pkt in input.drain(..) {
@@ -147,6 +158,10 @@ impl Ip4RewriteNode {
                 Ip4RewriteNext::TxAccess => {
                     self.counters.inc(C::ToAccess);
                     enqueue(tx_access, pkt)
+                }
+                Ip4RewriteNext::IcmpError => {
+                    self.counters.inc(C::TtlExpired);
+                    enqueue(icmp, pkt)
                 }
                 Ip4RewriteNext::Drop(reason) => {
                     self.counters.inc(reason);

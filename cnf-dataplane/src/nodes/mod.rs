@@ -11,12 +11,17 @@
 
 pub mod arp_reply;
 pub mod ethernet_input;
+pub mod icmp_error;
 pub mod ip4_rewrite;
 pub mod policer;
 pub mod punt;
 pub mod session_lookup;
+pub mod uplink_arp;
 pub mod walled_garden;
 
+use std::sync::Arc;
+
+use crate::neighbour::NextHopCell;
 use crate::packet::{Frame, Pkt};
 
 /// Static per-worker environment of the nodes (from validated start-up config).
@@ -26,10 +31,32 @@ pub struct NodeEnv {
     pub access_mac: [u8; 6],
     /// MAC of the uplink port.
     pub uplink_mac: [u8; 6],
-    /// MAC of the uplink next hop.
+    /// MAC of the uplink next hop, as read from `next_hop` at the start of the burst.
     pub next_hop_mac: [u8; 6],
+    /// Whether `next_hop_mac` is resolved (read with it).
+    pub next_hop_resolved: bool,
     /// TPID of the outer tag pushed on double-tagged downstream frames (0x8100 or 0x88a8).
     pub outer_tpid: u16,
+    /// Our uplink IPv4 address (host order; 0: none configured, uplink ARP is punted).
+    pub uplink_ip: u32,
+    /// The next hop's IPv4 address (host order; 0: its MAC is configured, not learned).
+    pub next_hop_ip: u32,
+    /// The next hop's MAC, shared by every worker and the resolver.
+    pub next_hop: Arc<NextHopCell>,
+}
+
+impl NodeEnv {
+    /// Read the next hop's MAC once for the burst (one atomic load).
+    #[inline(always)]
+    pub fn refresh_next_hop(&mut self) {
+        match self.next_hop.mac() {
+            Some(m) => {
+                self.next_hop_mac = m;
+                self.next_hop_resolved = true;
+            }
+            None => self.next_hop_resolved = false,
+        }
+    }
 }
 
 impl Default for NodeEnv {
@@ -38,7 +65,11 @@ impl Default for NodeEnv {
             access_mac: [0x02, 0, 0, 0, 0, 0xaa],
             uplink_mac: [0x02, 0, 0, 0, 0, 0xbb],
             next_hop_mac: [0x02, 0, 0, 0, 0, 0xcc],
+            next_hop_resolved: true,
             outer_tpid: 0x8100,
+            uplink_ip: 0,
+            next_hop_ip: 0,
+            next_hop: Arc::new(NextHopCell::fixed([0x02, 0, 0, 0, 0, 0xcc])),
         }
     }
 }

@@ -13,6 +13,8 @@ pub const GW_IP: [u8; 4] = [100, 64, 0, 1];
 pub const CORE_IP: [u8; 4] = [192, 0, 2, 1];
 pub const PORTAL_IP: [u8; 4] = [192, 0, 2, 80];
 pub const DNS_IP: [u8; 4] = [192, 0, 2, 53];
+pub const UPLINK_IP: [u8; 4] = [192, 0, 2, 254];
+pub const NEXT_HOP_IP: [u8; 4] = [192, 0, 2, 1];
 
 pub fn access() -> AccessTable {
     let mut a = AccessTable::default();
@@ -40,7 +42,24 @@ pub fn env() -> NodeEnv {
         uplink_mac: UPLINK_MAC,
         next_hop_mac: CORE_MAC,
         outer_tpid: 0x8100,
+        ..NodeEnv::default()
     }
+}
+
+/// An environment with uplink addressing and a next hop not yet resolved.
+pub fn uplink_env() -> NodeEnv {
+    let mut e = env();
+    e.uplink_ip = u32::from_be_bytes(UPLINK_IP);
+    e.next_hop_ip = u32::from_be_bytes(NEXT_HOP_IP);
+    e.next_hop = std::sync::Arc::new(crate::neighbour::NextHopCell::default());
+    e.refresh_next_hop();
+    e
+}
+
+/// `frame` with its outer tag's TPID replaced (802.1ad S-tag: 0x88a8).
+pub fn with_outer_tpid(mut frame: Vec<u8>, tpid: u16) -> Vec<u8> {
+    frame[12..14].copy_from_slice(&tpid.to_be_bytes());
+    frame
 }
 
 fn l2(src: [u8; 6], dst: [u8; 6], vids: &[u16], ethertype: u16) -> Vec<u8> {
@@ -114,4 +133,25 @@ pub fn arp_request(src_mac: [u8; 6], vids: &[u16], spa: [u8; 4], tpa: [u8; 4]) -
     f.extend_from_slice(&[0; 6]);
     f.extend_from_slice(&tpa);
     f
+}
+
+/// An untagged ARP reply from `sha`/`spa` to us for `tpa`.
+pub fn arp_reply(sha: [u8; 6], spa: [u8; 4], tpa: [u8; 4]) -> Vec<u8> {
+    let mut f = l2(sha, UPLINK_MAC, &[], 0x0806);
+    f.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 2]);
+    f.extend_from_slice(&sha);
+    f.extend_from_slice(&spa);
+    f.extend_from_slice(&UPLINK_MAC);
+    f.extend_from_slice(&tpa);
+    f
+}
+
+/// `frame` (Ethernet, tags, IPv4) with its TTL set and the header checksum recomputed.
+pub fn with_ttl(mut frame: Vec<u8>, ttl: u8) -> Vec<u8> {
+    let l3 = kbng_wire::parse_l2(&frame).expect("test frame").l3_offset();
+    frame[l3 + 8] = ttl;
+    frame[l3 + 10..l3 + 12].copy_from_slice(&[0, 0]);
+    let c = kbng_wire::checksum::checksum(&frame[l3..l3 + 20]);
+    frame[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+    frame
 }

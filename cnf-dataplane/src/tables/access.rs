@@ -48,6 +48,16 @@ impl AccessTable {
     pub fn is_gateway(&self, ip: u32) -> bool {
         self.gateways.binary_search(&ip).is_ok()
     }
+    /// The gateway of `ip`'s subnet: the one sharing the longest prefix with it, which is the
+    /// right one whenever the gateways' subnets are disjoint (a gateway outside `ip`'s subnet
+    /// shares fewer bits with it than that subnet's own gateway). Off the fast path (ICMP
+    /// errors), so a scan.
+    pub fn gateway_for(&self, ip: u32) -> Option<u32> {
+        self.gateways
+            .iter()
+            .copied()
+            .max_by_key(|g| (g ^ ip).leading_zeros())
+    }
     /// The rules.
     #[inline]
     pub fn rules(&self) -> &[WalledGardenRule] {
