@@ -10,15 +10,18 @@
 //! | PUT | /v1/sessions/{id}/plan | `{"plan": name}`: change its plan |
 //! | POST | /v1/sessions/drain?max= | release up to `max` (default all) |
 //! | GET | /v1/watch | NDJSON stream of state changes |
-//! | GET | /v1/status | counts, cap and its source, counters |
+//! | GET | /v1/status | sessions {total, active, captive}, sessionsByPlan, licence, dataplanes' identities, counters |
+//! | GET | /v1/plans | plans with rates and active sessions on each |
 //! | GET | /v1/dataplanes | connection, boot id, last reconcile (leaks, orphans) |
 //! | GET | /v1/dataplanes/{i}/counters | that dataplane's node counters |
 //! | GET | /v1/audit | a fresh comparison with every dataplane (leaks, orphans) |
-//! | POST | /v1/subscribers?format=csv\|json | bulk import |
+//! | POST | /v1/subscribers?format=csv\|json | bulk import; a JSON object adds one record |
 //! | DELETE | /v1/subscribers/{mac} | remove one |
 //!
 //! HTTP/JSON rather than gRPC: operators and scripts reach it with curl, and a watch is a plain
-//! chunked response.
+//! chunked response. `cnf-control/API.md` documents the fields clients rely on.
+
+mod status;
 
 use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex};
@@ -36,6 +39,7 @@ use serde_json::json;
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_stream::wrappers::BroadcastStream;
 
+use crate::config::Config;
 use crate::core::aaa::parse_mac;
 use crate::dataplane::{DpCmd, DpStatus};
 use crate::service::{ApiCmd, Filter, WatchEvent};
@@ -50,18 +54,18 @@ pub struct ApiState {
     pub dp_status: Vec<Arc<Mutex<DpStatus>>>,
     pub dp_addrs: Vec<String>,
     pub watch: broadcast::Sender<WatchEvent>,
+    /// Plans and their rates, the default plan, the dataplanes' addresses.
+    pub cfg: Arc<Config>,
 }
 
-type ApiResult = Result<Response, (StatusCode, Json<serde_json::Value>)>;
+type ApiError = (StatusCode, Json<serde_json::Value>);
+type ApiResult = Result<Response, ApiError>;
 
-fn err(code: StatusCode, msg: impl Into<String>) -> (StatusCode, Json<serde_json::Value>) {
+fn err(code: StatusCode, msg: impl Into<String>) -> ApiError {
     (code, Json(json!({ "error": msg.into() })))
 }
 
-async fn ask<T>(
-    s: &ApiState,
-    f: impl FnOnce(oneshot::Sender<T>) -> ApiCmd,
-) -> Result<T, (StatusCode, Json<serde_json::Value>)> {
+async fn ask<T>(s: &ApiState, f: impl FnOnce(oneshot::Sender<T>) -> ApiCmd) -> Result<T, ApiError> {
     let (tx, rx) = oneshot::channel();
     s.engine
         .send(f(tx))
@@ -150,11 +154,6 @@ async fn drain(State(s): State<ApiState>, Query(q): Query<DrainQuery>) -> ApiRes
     let max = q.max.unwrap_or(usize::MAX);
     let (before, remaining) = ask(&s, |reply| ApiCmd::Drain { max, reply }).await?;
     Ok(Json(json!({ "before": before, "remaining": remaining })).into_response())
-}
-
-async fn status(State(s): State<ApiState>) -> ApiResult {
-    let v = ask(&s, |reply| ApiCmd::Status { reply }).await?;
-    Ok(Json(v).into_response())
 }
 
 async fn dataplanes(State(s): State<ApiState>) -> ApiResult {
@@ -281,8 +280,23 @@ async fn import(
     let json = match q.format.as_deref() {
         None | Some("csv") => false,
         Some("json") => true,
-        Some(f) => return Err(err(StatusCode::BAD_REQUEST, format!("format {f:?}"))),
+        Some(f) => {
+            return Err(err(
+                StatusCode::BAD_REQUEST,
+                format!("format {f:?}: want csv or json"),
+            ));
+        }
     };
+    // One record (a JSON object) is an import of one, with the same validation.
+    let body = if json && body.trim_start().starts_with('{') {
+        format!("[{body}]")
+    } else {
+        body
+    };
+    let unknown = unknown_plans(&s, &body, json);
+    if !unknown.is_empty() {
+        return Err((StatusCode::BAD_REQUEST, Json(json!({ "errors": unknown }))));
+    }
     match ask(&s, |reply| ApiCmd::ImportSubscribers {
         text: body,
         json,
@@ -293,6 +307,35 @@ async fn import(
         Ok(n) => Ok(Json(json!({ "imported": n })).into_response()),
         Err(errors) => Err((StatusCode::BAD_REQUEST, Json(json!({ "errors": errors })))),
     }
+}
+
+/// Rows naming a plan the control does not serve (the store would accept them and admit
+/// those subscribers on no plan at all). Syntax errors are left to the store's own checks.
+fn unknown_plans(s: &ApiState, body: &str, json: bool) -> Vec<String> {
+    let known = |p: &str| s.cfg.plans.iter().any(|k| k.name == p);
+    let mut out = Vec::new();
+    if json {
+        if let Ok(recs) = serde_json::from_str::<Vec<crate::core::aaa::SubscriberRecord>>(body) {
+            for (i, r) in recs.iter().enumerate() {
+                if let Some(p) = r.plan.as_deref().filter(|p| !known(p)) {
+                    out.push(format!("row {}: unknown plan {p:?}", i + 1));
+                }
+            }
+        }
+    } else {
+        for (i, line) in body.lines().enumerate() {
+            let f: Vec<&str> = line.split(',').map(str::trim).collect();
+            if let [mac, _, _, plan] = f[..]
+                && !plan.is_empty()
+                && !(i == 0 && mac.starts_with("mac"))
+                && !line.trim_start().starts_with('#')
+                && !known(plan)
+            {
+                out.push(format!("row {}: unknown plan {plan:?}", i + 1));
+            }
+        }
+    }
+    out
 }
 
 async fn remove_subscriber(State(s): State<ApiState>, Path(mac): Path<String>) -> ApiResult {
@@ -311,7 +354,8 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/sessions/{id}/counters", get(counters))
         .route("/v1/sessions/{id}/plan", put(change_plan))
         .route("/v1/watch", get(watch))
-        .route("/v1/status", get(status))
+        .route("/v1/status", get(status::status))
+        .route("/v1/plans", get(status::plans))
         .route("/v1/dataplanes", get(dataplanes))
         .route("/v1/dataplanes/{i}/counters", get(nodes))
         .route("/v1/audit", get(audit))

@@ -162,6 +162,7 @@ async fn main() -> anyhow::Result<()> {
         dp_status: statuses,
         dp_addrs: cfg.dataplanes.clone(),
         watch: watch_tx,
+        cfg: Arc::clone(&cfg),
     };
     let listener = tokio::net::TcpListener::bind(cfg.api_listen)
         .await

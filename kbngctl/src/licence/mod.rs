@@ -1,4 +1,5 @@
-//! `kbngctl licence`: key generation, issuing and verification of Licence grants.
+//! `kbngctl licence`: key generation, issuing and verification of Licence grants, and the
+//! status of the cap a running control enforces.
 //!
 //! Issuing is for labs and tests: the vendor's signing key never leaves the vendor, and the
 //! operator only ever holds the public key.
@@ -15,6 +16,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kbng_crds::grant;
 use kbng_crds::{Licence, LicenceSpec};
+
+use crate::client::Output;
+
+pub mod status;
 
 #[derive(Debug, Subcommand)]
 pub enum LicenceCommand {
@@ -57,6 +62,11 @@ pub enum LicenceCommand {
         /// Evaluate at this instant (RFC 3339) instead of now.
         #[arg(long)]
         at: Option<Timestamp>,
+    },
+    /// The cap the running kbng-control enforces: source, validity, days left, use.
+    Status {
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
+        output: Output,
     },
 }
 
@@ -112,6 +122,7 @@ pub fn run(cmd: LicenceCommand) -> anyhow::Result<ExitCode> {
             file,
             at,
         } => verify(&public_key, &file, at.unwrap_or_else(Timestamp::now)),
+        LicenceCommand::Status { .. } => bail!("licence status needs the server (a bug)"),
     }
 }
 

@@ -1,0 +1,144 @@
+//! `kbngctl plans`: the plans the control serves, their rates and how many active sessions are
+//! on each; with `--measure`, the traffic each plan carries now, from the per-session counters.
+
+use std::collections::HashMap;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use serde_json::Value;
+
+use crate::client::{Client, Output, ServerArgs, block_on, rate};
+
+/// Most sessions sampled by `--measure` (each costs one counters request).
+const MEASURE_MAX_SESSIONS: usize = 1000;
+
+#[derive(Debug, Args)]
+pub struct PlansArgs {
+    /// Also measure each plan's current traffic over this many seconds (sums the active
+    /// sessions' counters; at most 1000 sessions are sampled).
+    #[arg(long)]
+    measure: Option<u64>,
+    #[arg(short, long, value_enum, default_value_t = Output::Table)]
+    output: Output,
+}
+
+pub fn run(server: &ServerArgs, args: PlansArgs) -> anyhow::Result<ExitCode> {
+    let c = Client::new(server)?;
+    block_on(async move {
+        let mut v = c.get("/v1/plans").await?;
+        let measured = match args.measure {
+            Some(secs) => Some(measure(&c, Duration::from_secs(secs.max(1))).await?),
+            None => None,
+        };
+        if let (Some(m), Some(plans)) = (&measured, v["plans"].as_array_mut()) {
+            for p in plans {
+                let id = p["id"].as_u64().unwrap_or(0);
+                let (up, down) = m.rates.get(&id).copied().unwrap_or((0.0, 0.0));
+                p["measuredUpBps"] = up.round().into();
+                p["measuredDownBps"] = down.round().into();
+            }
+            v["measuredSessions"] = m.sampled.into();
+            v["measuredSeconds"] = m.secs.into();
+        }
+        if args.output == Output::Json {
+            println!("{}", serde_json::to_string_pretty(&v)?);
+            return Ok(ExitCode::SUCCESS);
+        }
+        print!(
+            "{:<12} {:>4} {:>12} {:>9}",
+            "PLAN", "ID", "RATE", "SESSIONS"
+        );
+        if measured.is_some() {
+            print!(" {:>13} {:>13}", "UP NOW", "DOWN NOW");
+        }
+        println!();
+        for p in v["plans"].as_array().into_iter().flatten() {
+            let default = if p["default"].as_bool() == Some(true) {
+                " (default)"
+            } else {
+                ""
+            };
+            print!(
+                "{:<12} {:>4} {:>12} {:>9}",
+                p["name"].as_str().unwrap_or("?"),
+                p["id"].as_u64().unwrap_or(0),
+                rate(p["rateBps"].as_f64().unwrap_or(0.0)),
+                p["sessions"].as_u64().unwrap_or(0),
+            );
+            if measured.is_some() {
+                print!(
+                    " {:>13} {:>13}",
+                    rate(p["measuredUpBps"].as_f64().unwrap_or(0.0)),
+                    rate(p["measuredDownBps"].as_f64().unwrap_or(0.0))
+                );
+            }
+            println!("{default}");
+        }
+        println!("captive (walled garden): {}", v["captive"]);
+        if let Some(m) = &measured {
+            println!(
+                "measured over {:.1} s from {} session(s)' counters (green+yellow bytes forwarded)",
+                m.secs, m.sampled
+            );
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+struct Measured {
+    /// Plan id -> (upstream, downstream) bits per second.
+    rates: HashMap<u64, (f64, f64)>,
+    sampled: usize,
+    secs: f64,
+}
+
+/// Forwarded bytes (green + yellow) of one session: (up, down).
+async fn forwarded(c: &Client, id: u64) -> Option<(u64, u64)> {
+    let v = c.get(&format!("/v1/sessions/{id}/counters")).await.ok()?;
+    let dir =
+        |d: &Value| d["greenBytes"].as_u64().unwrap_or(0) + d["yellowBytes"].as_u64().unwrap_or(0);
+    Some((dir(&v["upstream"]), dir(&v["downstream"])))
+}
+
+async fn measure(c: &Client, over: Duration) -> anyhow::Result<Measured> {
+    let page = c
+        .get(&format!(
+            "/v1/sessions?state=active&limit={MEASURE_MAX_SESSIONS}"
+        ))
+        .await?;
+    let sessions: Vec<(u64, u64)> = page["sessions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| Some((s["id"].as_u64()?, s["planId"].as_u64()?)))
+        .collect();
+    let mut first = HashMap::new();
+    for (id, _) in &sessions {
+        if let Some(b) = forwarded(c, *id).await {
+            first.insert(*id, b);
+        }
+    }
+    let t0 = Instant::now();
+    tokio::time::sleep(over).await;
+    let mut rates: HashMap<u64, (f64, f64)> = HashMap::new();
+    let mut sampled = 0;
+    let mut bytes: Vec<(u64, u64, u64)> = Vec::new();
+    for (id, plan) in &sessions {
+        if let (Some(a), Some(b)) = (first.get(id), forwarded(c, *id).await) {
+            bytes.push((*plan, b.0.saturating_sub(a.0), b.1.saturating_sub(a.1)));
+            sampled += 1;
+        }
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    for (plan, up, down) in bytes {
+        let e = rates.entry(plan).or_default();
+        e.0 += up as f64 * 8.0 / secs;
+        e.1 += down as f64 * 8.0 / secs;
+    }
+    Ok(Measured {
+        rates,
+        sampled,
+        secs,
+    })
+}

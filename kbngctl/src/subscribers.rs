@@ -1,0 +1,119 @@
+//! `kbngctl subscribers`: bulk import (CSV or JSON, checked whole by the server: a file with a
+//! bad row adds nothing and every bad row is named), single add, and removal by MAC.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use clap::Subcommand;
+use hyper::Method;
+
+use crate::client::{Client, ServerArgs, block_on, query_value};
+
+#[derive(Debug, Subcommand)]
+pub enum SubscribersCommand {
+    /// Import a CSV (`mac,circuit_id,remote_id,plan`) or JSON (array of records) file.
+    Import {
+        file: PathBuf,
+        /// csv or json; taken from the file's extension when omitted.
+        #[arg(long)]
+        format: Option<String>,
+    },
+    /// Add (or replace) one subscriber.
+    Add {
+        #[arg(long)]
+        mac: Option<String>,
+        #[arg(long)]
+        circuit_id: Option<String>,
+        #[arg(long)]
+        remote_id: Option<String>,
+        /// Plan name; the default plan when omitted.
+        #[arg(long)]
+        plan: Option<String>,
+    },
+    /// Remove the subscriber with this MAC.
+    Remove { mac: String },
+}
+
+pub fn run(server: &ServerArgs, cmd: SubscribersCommand) -> anyhow::Result<ExitCode> {
+    let c = Client::new(server)?;
+    match cmd {
+        SubscribersCommand::Import { file, format } => {
+            let format = match format.as_deref() {
+                Some(f @ ("csv" | "json")) => f.to_string(),
+                Some(f) => bail!("--format {f:?}: want csv or json"),
+                None => match file.extension().and_then(|e| e.to_str()) {
+                    Some("json") => "json".into(),
+                    Some("csv") => "csv".into(),
+                    _ => bail!(
+                        "{}: cannot tell CSV from JSON by the name; give --format",
+                        file.display()
+                    ),
+                },
+            };
+            let body =
+                std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+            let ct = if format == "json" {
+                "application/json"
+            } else {
+                "text/csv"
+            };
+            let v = block_on(c.call(
+                Method::POST,
+                &format!("/v1/subscribers?format={format}"),
+                Some((ct, body)),
+            ))
+            .with_context(|| format!("importing {}", file.display()))?;
+            println!(
+                "imported {} subscriber(s) from {}",
+                v["imported"],
+                file.display()
+            );
+        }
+        SubscribersCommand::Add {
+            mac,
+            circuit_id,
+            remote_id,
+            plan,
+        } => {
+            if mac.is_none() && circuit_id.is_none() && remote_id.is_none() {
+                bail!("subscribers add: give --mac, --circuit-id or --remote-id");
+            }
+            let mut rec = serde_json::Map::new();
+            for (k, v) in [
+                ("mac", &mac),
+                ("circuit_id", &circuit_id),
+                ("remote_id", &remote_id),
+                ("plan", &plan),
+            ] {
+                if let Some(v) = v {
+                    rec.insert(k.into(), v.clone().into());
+                }
+            }
+            let body = serde_json::to_vec(&rec)?;
+            block_on(c.call(
+                Method::POST,
+                "/v1/subscribers?format=json",
+                Some(("application/json", body)),
+            ))?;
+            let who = [mac, circuit_id, remote_id]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join(" ");
+            println!(
+                "added {who} on plan {}",
+                plan.as_deref().unwrap_or("(default)")
+            );
+        }
+        SubscribersCommand::Remove { mac } => {
+            block_on(c.call(
+                Method::DELETE,
+                &format!("/v1/subscribers/{}", query_value(&mac)),
+                None,
+            ))?;
+            println!("removed {mac}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,342 @@
+//! `kbngctl` against a real `kbng-control` binary on loopback (no dataplane: its socket does
+//! not exist, so the control keeps retrying it while the API answers). Subscribers, plans and
+//! licence status are checked here; sessions with real DHCP clients in tests/control/run.sh.
+//!
+//! The control binary is the one `cargo test --workspace` builds next to this test; run
+//! `cargo build -p kbng-control` first when testing this package alone.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn control_bin() -> PathBuf {
+    // target/<profile>/deps/control_api-<hash> -> target/<profile>/kbng-control
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe.parent().unwrap().parent().unwrap().join("kbng-control");
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo build -p kbng-control` (cargo test --workspace builds it)",
+        bin.display()
+    );
+    bin
+}
+
+struct Control {
+    child: Child,
+    server: String,
+    dir: tempfile::TempDir,
+}
+
+impl Drop for Control {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts a control whose licence section is `licence` (YAML flow mapping, `$DIR` = its dir).
+fn start(licence: &str, prepare: impl FnOnce(&Path)) -> Control {
+    let dir = tempfile::tempdir().unwrap();
+    prepare(dir.path());
+    let port = free_port();
+    let d = dir.path().display().to_string();
+    let cfg = format!(
+        r#"
+dataplanes: ["unix:{d}/no-dataplane.sock"]
+pools:
+  - {{name: p, cidr: 100.64.0.0/24, gateway: 100.64.0.1, leaseSecs: 600, dns: [192.0.2.53]}}
+plans:
+  - {{name: gold, id: 10, rateBps: 100000000}}
+  - {{name: silver, id: 20, rateBps: 20000000}}
+defaultPlan: silver
+store: {d}/sessions.redb
+apiListen: 127.0.0.1:{port}
+licence: {}
+walledGarden: {{portalUrl: "http://192.0.2.80/", allowed: [{{prefix: 192.0.2.80/32}}]}}
+"#,
+        licence.replace("$DIR", &d)
+    );
+    std::fs::write(dir.path().join("control.yaml"), cfg).unwrap();
+    let child = Command::new(control_bin())
+        .arg("--config")
+        .arg(dir.path().join("control.yaml"))
+        .args(["--log", "error"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let c = Control {
+        child,
+        server: format!("127.0.0.1:{port}"),
+        dir,
+    };
+    let t0 = Instant::now();
+    while !kbngctl(&c, &["plans"]).status.success() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "control did not start"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    c
+}
+
+fn kbngctl(c: &Control, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kbngctl"))
+        .args(args)
+        .env("KBNG_SERVER", &c.server)
+        .output()
+        .unwrap()
+}
+
+fn ok(c: &Control, args: &[&str]) -> String {
+    let o = kbngctl(c, args);
+    assert!(o.status.success(), "kbngctl {args:?}: {o:?}");
+    String::from_utf8(o.stdout).unwrap()
+}
+
+fn fails(c: &Control, args: &[&str]) -> String {
+    let o = kbngctl(c, args);
+    assert!(!o.status.success(), "kbngctl {args:?} should fail: {o:?}");
+    String::from_utf8(o.stderr).unwrap()
+}
+
+fn json(c: &Control, args: &[&str]) -> Value {
+    serde_json::from_str(&ok(c, args)).unwrap()
+}
+
+/// A licence for `max` sessions, valid `days` from `from`, signed with the lab key (or a
+/// forger's key when `forged`).
+fn issue(dir: &Path, name: &str, max: u64, from: &str, days: u32, forged: bool) {
+    let key = if forged {
+        let k = dir.join("forger.key");
+        let o = Command::new(env!("CARGO_BIN_EXE_kbngctl"))
+            .args(["licence", "keygen", "--signing-key-out"])
+            .arg(&k)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{o:?}");
+        k
+    } else {
+        root().join("deploy/samples/lab-signing.key")
+    };
+    let o = Command::new(env!("CARGO_BIN_EXE_kbngctl"))
+        .args(["licence", "issue", "--signing-key"])
+        .arg(&key)
+        .args(["--name", "t", "--customer", "Test", "--licence-id", "T-1"])
+        .args(["--max-sessions", &max.to_string(), "--not-before", from])
+        .args(["--days", &days.to_string()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    std::fs::write(dir.join(name), o.stdout).unwrap();
+}
+
+const SIGNED: &str = "{file: $DIR/licence.yaml, publicKeyFile: KEY}";
+
+fn signed() -> String {
+    SIGNED.replace(
+        "KEY",
+        &root()
+            .join("deploy/samples/lab-licence-public.key")
+            .display()
+            .to_string(),
+    )
+}
+
+#[test]
+fn subscribers_plans_sessions_and_a_valid_licence() {
+    let c = start(&signed(), |d| {
+        issue(d, "licence.yaml", 7, "2026-01-01T00:00:00Z", 3650, false)
+    });
+
+    let l = json(&c, &["licence", "status", "-o", "json"]);
+    assert_eq!(l["licence"]["cap"], 7, "{l}");
+    assert_eq!(l["licence"]["source"], "licence");
+    assert_eq!(l["licence"]["valid"], true);
+    assert_eq!(l["licence"]["licenceId"], "T-1");
+    assert!(l["licence"]["daysRemaining"].as_u64().unwrap() > 300, "{l}");
+    assert_eq!(l["sessions"]["active"], 0);
+    let table = ok(&c, &["licence", "status"]);
+    assert!(table.contains("source:         licence"), "{table}");
+
+    let p = json(&c, &["plans", "-o", "json"]);
+    let plans = p["plans"].as_array().unwrap();
+    let by_name = |n: &str| plans.iter().find(|x| x["name"] == n).unwrap().clone();
+    assert_eq!(plans.len(), 2, "{p}");
+    assert_eq!(by_name("gold")["rateBps"], 100_000_000);
+    assert_eq!(by_name("silver")["default"], true);
+    assert_eq!(by_name("gold")["sessions"], 0);
+    assert!(ok(&c, &["plans"]).contains("100.0 Mb/s"));
+
+    // Import a CSV; each imported MAC is then removable exactly once.
+    let csv = c.dir.path().join("subs.csv");
+    std::fs::write(
+        &csv,
+        "mac,circuit_id,remote_id,plan\n02:00:00:00:00:01,,,gold\n02:00:00:00:00:02,,,silver\n,c-7,,gold\n",
+    )
+    .unwrap();
+    let out = ok(&c, &["subscribers", "import", csv.to_str().unwrap()]);
+    assert!(out.contains("imported 3"), "{out}");
+    // A file with bad rows adds nothing, and names every bad row.
+    let bad = c.dir.path().join("bad.csv");
+    std::fs::write(
+        &bad,
+        "02:00:00:00:00:03,,,gold\nnot-a-mac,,,gold\n02:00:00:00:00:04,,,platinum\n",
+    )
+    .unwrap();
+    let err = fails(&c, &["subscribers", "import", bad.to_str().unwrap()]);
+    assert!(err.contains("400 Bad Request"), "{err}");
+    assert!(
+        err.contains(&format!("http://{}/v1/subscribers", c.server)),
+        "{err}"
+    );
+    assert!(err.contains("row 3: unknown plan \"platinum\""), "{err}");
+    let err = fails(&c, &["subscribers", "remove", "02:00:00:00:00:03"]);
+    assert!(
+        err.contains("404 Not Found"),
+        "the bad file added a row: {err}"
+    );
+    // JSON import, single add and removal.
+    let js = c.dir.path().join("subs.json");
+    std::fs::write(&js, r#"[{"mac": "02:00:00:00:00:05", "plan": "gold"}]"#).unwrap();
+    assert!(ok(&c, &["subscribers", "import", js.to_str().unwrap()]).contains("imported 1"));
+    ok(
+        &c,
+        &[
+            "subscribers",
+            "add",
+            "--mac",
+            "02:00:00:00:00:06",
+            "--plan",
+            "silver",
+        ],
+    );
+    let err = fails(
+        &c,
+        &[
+            "subscribers",
+            "add",
+            "--mac",
+            "02:00:00:00:00:07",
+            "--plan",
+            "x",
+        ],
+    );
+    assert!(err.contains("unknown plan"), "{err}");
+    let err = fails(&c, &["subscribers", "add", "--plan", "gold"]);
+    assert!(err.contains("--mac"), "{err}");
+    for mac in [
+        "02:00:00:00:00:01",
+        "02:00:00:00:00:02",
+        "02:00:00:00:00:05",
+        "02:00:00:00:00:06",
+    ] {
+        ok(&c, &["subscribers", "remove", mac]);
+        let err = fails(&c, &["subscribers", "remove", mac]);
+        assert!(err.contains("404"), "{mac} removed twice: {err}");
+    }
+    let err = fails(&c, &["subscribers", "remove", "02:00:00:00:00:07"]);
+    assert!(err.contains("no such subscriber"), "{err}");
+
+    // Sessions: none without a dataplane, and every command says so without failing.
+    assert!(ok(&c, &["sessions", "list"]).contains("0 session(s)"));
+    assert_eq!(
+        json(&c, &["sessions", "list", "-o", "json"]),
+        serde_json::json!([])
+    );
+    assert!(ok(&c, &["sessions", "drain", "--timeout", "5"]).contains("0 sessions remain"));
+    let err = fails(&c, &["sessions", "show", "42"]);
+    assert!(err.contains("404 Not Found: no session 42"), "{err}");
+    let t0 = Instant::now();
+    ok(&c, &["sessions", "watch", "--timeout", "1"]);
+    assert!(t0.elapsed() < Duration::from_secs(5));
+
+    // /v1/status carries what the operator reads.
+    let s = json(&c, &["licence", "status", "-o", "json"]);
+    assert_eq!(s["sessions"]["total"], 0);
+}
+
+#[test]
+fn forged_expired_and_replaced_licences_are_reported_truly() {
+    let forged = start(&signed(), |d| {
+        issue(d, "licence.yaml", 5000, "2026-01-01T00:00:00Z", 3650, true)
+    });
+    let l = json(&forged, &["licence", "status", "-o", "json"])["licence"].clone();
+    assert_eq!(l["source"], "free-baseline", "{l}");
+    assert_eq!(l["reason"], "BadSignature");
+    assert_eq!(l["cap"], 64);
+    assert_eq!(l["valid"], false);
+    drop(forged);
+
+    let c = start(&signed(), |d| {
+        issue(d, "licence.yaml", 9, "2020-01-01T00:00:00Z", 1, false)
+    });
+    let l = json(&c, &["licence", "status", "-o", "json"])["licence"].clone();
+    assert_eq!(
+        (l["source"].as_str(), l["reason"].as_str()),
+        (Some("free-baseline"), Some("Expired")),
+        "{l}"
+    );
+    assert_eq!(l["expires"], "2020-01-02T00:00:00Z");
+    // A renewed licence replaces the file: the control takes it up within a few seconds.
+    issue(
+        c.dir.path(),
+        "renewed.yaml",
+        9,
+        "2026-01-01T00:00:00Z",
+        3650,
+        false,
+    );
+    std::fs::rename(
+        c.dir.path().join("renewed.yaml"),
+        c.dir.path().join("licence.yaml"),
+    )
+    .unwrap();
+    let t0 = Instant::now();
+    loop {
+        let l = json(&c, &["licence", "status", "-o", "json"])["licence"].clone();
+        if l["source"] == "licence" {
+            assert_eq!(l["cap"], 9);
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "renewal not taken up: {l}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn an_unreachable_server_is_named() {
+    let port = free_port();
+    let o = Command::new(env!("CARGO_BIN_EXE_kbngctl"))
+        .args(["--server", &format!("127.0.0.1:{port}"), "sessions", "list"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!("http://127.0.0.1:{port}/v1/")),
+        "{err}"
+    );
+    assert!(err.contains("cannot reach kbng-control"), "{err}");
+}
