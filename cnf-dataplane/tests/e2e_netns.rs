@@ -6,6 +6,14 @@
 //!                                                                 portal 192.0.2.80)
 //! ```
 //!
+//! The core namespace routes the subscriber range via 192.0.2.254, the dataplane's uplink
+//! address, with no static neighbour: it resolves it by ARP, and the dataplane resolves its
+//! next hop 192.0.2.1 by ARP, follows it when its MAC changes, and answers TTL-expired
+//! packets with ICMP Time Exceeded in both directions. The dataplane pushes 802.1ad
+//! (0x88a8) outer tags; `net_af_packet` hands it received 0x88a8 tags as 0x8100 (the kernel
+//! strips the tag and the driver re-inserts it with 0x8100), so the receive side of 0x88a8
+//! is proven by the pipeline tests and the transmit side here.
+//!
 //! Programs the dataplane over gRPC (unix socket), sends untagged, 802.1Q and QinQ traffic from
 //! the subscriber namespace and asserts on what comes back, on node counters, on session
 //! counters and on the enumerated sessions. Needs root, `ip`, `ethtool` and python3-scapy
@@ -25,6 +33,7 @@ use tonic::transport::{Channel, Endpoint, Uri};
 
 const SUB_GW: &str = "100.64.0.1";
 const CORE_IP: &str = "192.0.2.1";
+const UPLINK_IP: &str = "192.0.2.254";
 const PORTAL_IP: &str = "192.0.2.80";
 
 struct Lab {
@@ -122,8 +131,13 @@ fn traffic_script() -> String {
 
 /// Run a probe from the subscriber namespace, pinned away from the dataplane's worker core.
 fn probe(lab: &Lab, spec: serde_json::Value) -> serde_json::Value {
+    probe_from(lab, ("sub", "s0"), spec)
+}
+
+/// Run a probe from namespace role `at.0`, interface `at.1`.
+fn probe_from(lab: &Lab, at: (&str, &str), spec: serde_json::Value) -> serde_json::Value {
     let out = in_ns(
-        &lab.ns("sub"),
+        &lab.ns(at.0),
         &[
             "taskset",
             "-c",
@@ -131,7 +145,7 @@ fn probe(lab: &Lab, spec: serde_json::Value) -> serde_json::Value {
             "/usr/bin/python3",
             &traffic_script(),
             "probe",
-            "s0",
+            at.1,
             &spec.to_string(),
         ],
     );
@@ -250,7 +264,6 @@ async fn subscriber_traffic_through_the_real_binary() {
     in_ns(&core, &["ethtool", "-K", "c0", "tx", "off"]);
     let d0_mac = mac_of(&dut, "d0");
     let d1_mac = mac_of(&dut, "d1");
-    let c0_mac = mac_of(&core, "c0");
     in_ns(
         &core,
         &["ip", "addr", "add", &format!("{CORE_IP}/24"), "dev", "c0"],
@@ -261,20 +274,7 @@ async fn subscriber_traffic_through_the_real_binary() {
     );
     in_ns(
         &core,
-        &["ip", "route", "add", "100.64.0.0/10", "via", "192.0.2.254"],
-    );
-    in_ns(
-        &core,
-        &[
-            "ip",
-            "neigh",
-            "replace",
-            "192.0.2.254",
-            "lladdr",
-            &d1_mac,
-            "dev",
-            "c0",
-        ],
+        &["ip", "route", "add", "100.64.0.0/10", "via", UPLINK_IP],
     );
 
     // The dataplane: control thread on core 0, its one worker on core 1.
@@ -286,8 +286,14 @@ async fn subscriber_traffic_through_the_real_binary() {
         .args(["--uplink", "net_af_packet1,iface=d1"])
         .args(["--no-huge", "--no-pci", "-m", "512", "--no-shconf"])
         .args([
-            "--next-hop-mac",
-            &c0_mac,
+            "--uplink-address",
+            &format!("{UPLINK_IP}/24"),
+            "--next-hop",
+            CORE_IP,
+            "--next-hop-reachable-secs",
+            "2",
+            "--outer-tpid",
+            "0x88a8",
             "--sessions",
             "4096",
             "--plans",
@@ -369,6 +375,13 @@ async fn subscriber_traffic_through_the_real_binary() {
     .await
     .expect("ConfigureAccess");
 
+    // The next hop is resolved by ARP (the resolver asks at start-up).
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while node_counter(&mut c, "uplink-arp", "next hop confirmed").await == 0 {
+        assert!(Instant::now() < deadline, "next hop never resolved");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
     const MAC_A: &str = "02:aa:00:00:00:01";
     const MAC_B: &str = "02:aa:00:00:00:02";
     const MAC_C: &str = "02:aa:00:00:00:03";
@@ -419,7 +432,56 @@ async fn subscriber_traffic_through_the_real_binary() {
         );
         assert_eq!(r["reply_src_mac"][0].as_str(), Some(d0_mac.as_str()), "{r}");
         assert_eq!(r["reply_vlans"][0], serde_json::json!(vlans), "{r}");
+        // Downstream QinQ carries the configured 802.1ad S-tag; a single tag is 802.1Q.
+        let tpid = match vlans.len() {
+            2 => 0x88a8,
+            1 => 0x8100,
+            _ => 0x0800,
+        };
+        assert_eq!(r["reply_tpids"][0], tpid, "{mac} {vlans:?}: {r}");
     }
+    // The core reached the subscribers through a neighbour entry it learned by ARP.
+    let neigh = in_ns(&core, &["ip", "neigh", "show", UPLINK_IP, "dev", "c0"]);
+    assert!(
+        neigh.contains(&d1_mac) && !neigh.contains("PERMANENT"),
+        "core neighbour of {UPLINK_IP}: {neigh:?}"
+    );
+    assert!(node_counter(&mut c, "uplink-arp", "uplink ARP replies").await >= 1);
+
+    // 3b. Traceroute: a TTL=1 probe is answered with ICMP Time Exceeded from the gateway,
+    // untagged and with an 802.1ad S-tag (the answer carries the subscriber's tags).
+    for (mac, vlans, ip) in [
+        (MAC_A, vec![], "100.64.0.10"),
+        (MAC_C, vec![200, 300], "100.64.0.12"),
+    ] {
+        let mut ttl1 = spec(mac, &vlans, ip, CORE_IP, "ttl1", &d0_mac);
+        ttl1["outer_tpid"] = serde_json::json!(0x88a8);
+        let r = probe(&lab, ttl1);
+        assert!(
+            r["replies"].as_u64().unwrap_or(0) >= 2,
+            "TTL=1 {vlans:?}: {r}"
+        );
+        assert_eq!(r["reply_src_ip"][0].as_str(), Some(SUB_GW), "{r}");
+        assert_eq!(r["reply_vlans"][0], serde_json::json!(vlans), "{r}");
+    }
+    // Downstream: a TTL=1 probe from the core hears back from our uplink address.
+    let c0_mac = mac_of(&core, "c0");
+    let r = probe_from(
+        &lab,
+        ("core", "c0"),
+        spec(&c0_mac, &[], CORE_IP, "100.64.0.10", "ttl1", &d1_mac),
+    );
+    assert!(
+        r["replies"].as_u64().unwrap_or(0) >= 2,
+        "TTL=1 from the core: {r}"
+    );
+    assert_eq!(r["reply_src_ip"][0].as_str(), Some(UPLINK_IP), "{r}");
+    assert_eq!(r["reply_src_mac"][0].as_str(), Some(d1_mac.as_str()), "{r}");
+    assert!(node_counter(&mut c, "icmp-error", "time exceeded sent").await >= 6);
+    assert_eq!(
+        node_counter(&mut c, "icmp-error", "ICMP error rate limited").await,
+        0
+    );
     // QinQ with an 802.1ad outer tag is accepted too (af_packet delivers it as 0x8100).
     let mut qinq_ad = spec(MAC_C, &[200, 300], "100.64.0.12", CORE_IP, "icmp", &d0_mac);
     qinq_ad["outer_tpid"] = serde_json::json!(0x88a8);
@@ -695,6 +757,40 @@ async fn subscriber_traffic_through_the_real_binary() {
         r["replies"].as_u64().unwrap_or(0) >= 2,
         "walled garden after refusal: {r}"
     );
+
+    // 10b. The next hop changes its MAC: announced (gratuitous ARP, arp_notify), then
+    // silently (the dataplane's refresh or the core's own ARP finds it). Both are followed.
+    for (i, announce) in [(1u8, true), (2, false)] {
+        let changed = node_counter(&mut c, "uplink-arp", "next hop MAC changed").await;
+        let notify = format!("net.ipv4.conf.c0.arp_notify={}", u8::from(announce));
+        in_ns(&core, &["sysctl", "-qw", &notify]);
+        let new_mac = format!("02:c0:00:00:00:0{i}");
+        in_ns(&core, &["ip", "link", "set", "c0", "address", &new_mac]);
+        let started = Instant::now();
+        let deadline = started + Duration::from_secs(if announce { 5 } else { 25 });
+        loop {
+            let mut s = spec(MAC_A, &[], "100.64.0.10", CORE_IP, "icmp", &d0_mac);
+            s["timeout"] = serde_json::json!(0.7);
+            let r = probe(&lab, s);
+            if r["replies"].as_u64().unwrap_or(0) >= 2 {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "next hop moved to {new_mac} (announced: {announce}) not followed: {r}"
+            );
+        }
+        assert!(
+            node_counter(&mut c, "uplink-arp", "next hop MAC changed").await > changed,
+            "the MAC change was learned"
+        );
+        eprintln!(
+            "next hop moved to {new_mac} (announced: {announce}): followed in {:?}, \
+             resolver expiries so far {}",
+            started.elapsed(),
+            node_counter(&mut c, "arp-resolver", "next hop expired").await
+        );
+    }
 
     // 11. SIGTERM stops it cleanly.
     drop(c);

@@ -13,6 +13,7 @@ import time
 
 from scapy.all import (ARP, BOOTP, DHCP, ICMP, IP, TCP, UDP, AsyncSniffer, Dot1AD, Dot1Q,
                        Ether, conf, sendp)
+from scapy.layers.inet import UDPerror
 
 conf.verb = 0
 
@@ -33,6 +34,10 @@ def build(spec, seq):
     if kind == "icmp":
         return l2(spec, spec["gw_mac"]) / IP(src=spec["src_ip"], dst=spec["dst_ip"]) / ICMP(
             id=0x4b42, seq=seq) / (b"kbng" * 4)
+    if kind == "ttl1":
+        # A traceroute probe: the first hop (the BNG) must answer with ICMP Time Exceeded.
+        return l2(spec, spec["gw_mac"]) / IP(src=spec["src_ip"], dst=spec["dst_ip"], ttl=1) / UDP(
+            sport=40000 + seq, dport=33434 + seq) / (b"kbng" * 4)
     if kind == "tcp":
         return l2(spec, spec["gw_mac"]) / IP(src=spec["src_ip"], dst=spec["dst_ip"]) / TCP(
             sport=40000 + seq, dport=spec["dport"], flags="S", seq=1000)
@@ -54,6 +59,10 @@ def matches(spec, p):
     kind = spec["kind"]
     if kind == "arp":
         return ARP in p and p[ARP].op == 2 and p[ARP].psrc == spec["dst_ip"]
+    if kind == "ttl1":
+        # From any source (the test asserts which); it must quote our probe.
+        return (IP in p and p[IP].dst == spec["src_ip"] and ICMP in p and p[ICMP].type == 11
+                and p[ICMP].code == 0 and UDPerror in p and p[UDPerror].dport >= 33434)
     if IP not in p or p[IP].dst != spec["src_ip"] or p[IP].src != spec["dst_ip"]:
         return False
     if kind == "icmp":
@@ -91,6 +100,9 @@ def probe(iface, spec):
         "replies": len(got),
         "reply_vlans": [vlans_of(p) for p in got][:4],
         "reply_src_mac": [p[Ether].src for p in got][:1],
+        # The outer ethertype/TPID as delivered here (0x88a8 for an 802.1ad S-tag).
+        "reply_tpids": [p[Ether].type for p in got][:4],
+        "reply_src_ip": [p[IP].src for p in got if IP in p][:4],
     }))
 
 
