@@ -392,6 +392,9 @@ pub mod gates {
 pub struct SessionCounts {
     pub active: u64,
     pub captive: u64,
+    /// Every session the control holds, in any state (active, captive, being set up).
+    #[serde(default)]
+    pub total: u64,
     /// The cap in force (from the Licence's status, or the free baseline).
     pub cap: u64,
 }
