@@ -1,7 +1,9 @@
 //! The command lines of `kbng-control` and `kbng-dataplane` as the operator starts them.
 //!
 //! Every flag, port, path and environment variable name the operator hands the two binaries
-//! is in this file and nowhere else, so aligning with their CLIs is a one-file change.
+//! is in this file and nowhere else. They are the binaries' real flags (`cnf-control/src/main.rs`,
+//! `cnf-dataplane/src/config.rs`): `tests/operator/run.sh` runs both real binaries with the
+//! arguments of the workloads the operator created, under `--check-config`, so drift fails.
 
 use kbng_crds::bng::DataplaneSpec;
 
@@ -10,31 +12,42 @@ pub mod control {
     pub const BINARY: &str = "kbng-control";
     pub const CONTAINER: &str = "control";
     pub const CONFIG_DIR: &str = "/etc/kbng";
+    /// The configuration file (`cnf-control/src/config.rs`, JSON is read as YAML).
     pub const CONFIG_KEY: &str = "control.json";
+    /// The session cap in force, one decimal number; the control re-reads it when it changes,
+    /// so a licence change needs no restart.
+    pub const CAP_KEY: &str = "session-cap";
     pub const STORE_DIR: &str = "/var/lib/kbng";
-    /// The control pod's admin endpoint (health, drain, metrics).
+    pub const STORE_FILE: &str = "sessions.redb";
+    /// The control pod's HTTP API (`/v1/status`, `/v1/sessions/drain`, ...).
     pub const ADMIN_PORT: i32 = 8080;
+    /// A cheap request that goes through the control's engine task: a readiness probe that
+    /// passes only when the engine answers, without the session walk `/v1/status` does.
+    pub const READY_PATH: &str = "/v1/sessions?limit=1";
 
     pub fn command() -> Vec<String> {
         vec![BINARY.to_string()]
     }
 
+    pub fn config_path() -> String {
+        format!("{CONFIG_DIR}/{CONFIG_KEY}")
+    }
+
+    pub fn cap_path() -> String {
+        format!("{CONFIG_DIR}/{CAP_KEY}")
+    }
+
+    pub fn store_path() -> String {
+        format!("{STORE_DIR}/{STORE_FILE}")
+    }
+
+    /// Everything else (store, API address, dataplanes) is in the configuration file.
     pub fn args() -> Vec<String> {
-        [
-            "--config",
-            &format!("{CONFIG_DIR}/{CONFIG_KEY}"),
-            "--store-dir",
-            STORE_DIR,
-            "--admin-listen",
-            &format!("0.0.0.0:{ADMIN_PORT}"),
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
+        vec!["--config".into(), config_path()]
     }
 }
 
-/// How a dataplane pod is told its cores, NUMA node, hugepages and devices.
+/// How a dataplane pod is told its cores, hugepages and devices.
 pub mod dataplane {
     use super::*;
 
@@ -46,16 +59,6 @@ pub mod dataplane {
     /// DPDK's runtime directory; writable although the root filesystem is read-only.
     pub const RUNTIME_DIR: &str = "/var/run/dpdk";
     pub const ENV_POD_NAME: &str = "POD_NAME";
-    /// Worker lcores to start (the main lcore comes on top).
-    pub const ENV_WORKER_CORES: &str = "KBNG_WORKER_CORES";
-    /// The NUMA node cores, hugepages and VFs must share; empty when the spec leaves it to
-    /// the kubelet's topology manager (the dataplane then reads it from the VF's sysfs node).
-    pub const ENV_NUMA_NODE: &str = "KBNG_NUMA_NODE";
-    /// Names of the variables the SR-IOV device plugin sets to the allocated VFs' PCI
-    /// addresses. Kubernetes cannot expand those into `args` (they are added by the kubelet
-    /// at start, not declared in the pod), so the dataplane reads them itself.
-    pub const ENV_ACCESS_PCI_VAR: &str = "KBNG_ACCESS_PCI_ENV";
-    pub const ENV_UPLINK_PCI_VAR: &str = "KBNG_UPLINK_PCI_ENV";
 
     /// The variable the SR-IOV network device plugin exports for a resource:
     /// `intel.com/sriov_access` -> `PCIDEVICE_INTEL_COM_SRIOV_ACCESS`.
@@ -74,44 +77,54 @@ pub mod dataplane {
         u64::from(spec.hugepages.count) * spec.hugepages.size.bytes() / (1 << 20)
     }
 
-    /// The EAL arguments. The core list is deliberately not here: the kubelet's static CPU
-    /// manager picks the exclusive cores when the container starts, so `--lcores-from-cpuset`
-    /// tells the dataplane to build `-l` from its own affinity mask (first core = main lcore).
-    /// With a NUMA node given, all hugepage memory is reserved on that socket only, so a
-    /// mempool can never land on the far node.
-    pub fn eal_args(spec: &DataplaneSpec) -> String {
-        let mut eal = vec![
-            format!("--huge-dir={HUGEPAGES_DIR}"),
-            format!("--file-prefix=$({ENV_POD_NAME})"),
-        ];
-        if let Some(node) = spec.numa_node {
-            let mut per_socket = vec!["0".to_string(); node as usize + 1];
-            per_socket[node as usize] = hugepages_mib(spec).to_string();
-            eal.push(format!("--socket-mem={}", per_socket.join(",")));
-            eal.push(format!("--socket-limit={}", per_socket.join(",")));
-        }
-        eal.join(" ")
-    }
-
     pub fn command() -> Vec<String> {
         vec![BINARY.to_string()]
     }
 
-    pub fn args(spec: &DataplaneSpec) -> Vec<String> {
+    /// `--access`/`--uplink` as `env:VAR[:INDEX]`: the device plugin sets `PCIDEVICE_*` when
+    /// the container starts, so the dataplane reads it itself. When both VFs come from one
+    /// pool the variable lists two addresses: access takes the first, uplink the second.
+    pub fn devices(spec: &DataplaneSpec) -> (String, String) {
+        let access = pci_env_var(&spec.sriov.access_resource);
+        let uplink = pci_env_var(&spec.sriov.uplink_resource);
+        if access == uplink {
+            (format!("env:{access}:0"), format!("env:{uplink}:1"))
+        } else {
+            (format!("env:{access}"), format!("env:{uplink}"))
+        }
+    }
+
+    /// The dataplane's flags. Cores are `auto:N`: the kubelet's static CPU manager picks the
+    /// exclusive cores when the container starts, and the dataplane takes its control core and
+    /// N workers from its own affinity mask. `--in-memory` keeps no files in hugetlbfs or the
+    /// runtime directory (read-only root filesystem, nothing to clean up after a crash).
+    /// `uplink` is the BNG's `spec.uplink` address and next hop, resolved by ARP.
+    pub fn args(spec: &DataplaneSpec, uplink_address: &str, next_hop: &str) -> Vec<String> {
+        let (access, uplink) = devices(spec);
         vec![
+            "--cores".into(),
+            format!("auto:{}", spec.worker_cores),
+            "--access".into(),
+            access,
+            "--uplink".into(),
+            uplink,
+            "--in-memory".into(),
+            "--memory-mb".into(),
+            hugepages_mib(spec).to_string(),
+            "--rx-desc".into(),
+            spec.queues.rx_descriptors.to_string(),
+            "--tx-desc".into(),
+            spec.queues.tx_descriptors.to_string(),
+            "--sessions".into(),
+            spec.session_capacity.to_string(),
             "--grpc-listen".into(),
             format!("0.0.0.0:{GRPC_PORT}"),
-            "--eal-args".into(),
-            eal_args(spec),
-            "--lcores-from-cpuset".into(),
-            "--workers".into(),
-            spec.worker_cores.to_string(),
-            "--rx-descriptors".into(),
-            spec.queues.rx_descriptors.to_string(),
-            "--tx-descriptors".into(),
-            spec.queues.tx_descriptors.to_string(),
-            "--session-capacity".into(),
-            spec.session_capacity.to_string(),
+            "--dataplane-id".into(),
+            format!("$({ENV_POD_NAME})"),
+            "--uplink-address".into(),
+            uplink_address.to_string(),
+            "--next-hop".into(),
+            next_hop.to_string(),
         ]
     }
 }
@@ -119,6 +132,7 @@ pub mod dataplane {
 #[cfg(test)]
 mod tests {
     use super::dataplane::*;
+    use crate::build::tests::sample_bng;
 
     #[test]
     fn pci_env_var_follows_the_device_plugin() {
@@ -130,5 +144,21 @@ mod tests {
             pci_env_var("mellanox.com/cx6-up.link"),
             "PCIDEVICE_MELLANOX_COM_CX6_UP_LINK"
         );
+    }
+
+    #[test]
+    fn one_pool_for_both_vfs_splits_its_addresses() {
+        let mut spec = sample_bng().spec.dataplane;
+        assert_eq!(
+            devices(&spec),
+            (
+                "env:PCIDEVICE_INTEL_COM_SRIOV_ACCESS".to_string(),
+                "env:PCIDEVICE_INTEL_COM_SRIOV_UPLINK".to_string()
+            )
+        );
+        spec.sriov.uplink_resource = spec.sriov.access_resource.clone();
+        let (a, u) = devices(&spec);
+        assert_eq!(a, "env:PCIDEVICE_INTEL_COM_SRIOV_ACCESS:0");
+        assert_eq!(u, "env:PCIDEVICE_INTEL_COM_SRIOV_ACCESS:1");
     }
 }

@@ -119,8 +119,8 @@ impl LeaderLease {
         }
     }
 
-    /// Waits until this candidate holds the Lease.
-    pub async fn acquire(&self) {
+    /// Waits until this candidate holds the Lease; `health` says standby meanwhile.
+    pub async fn acquire(&self, health: &crate::health::Health) {
         let mut waiting_logged = false;
         loop {
             match self.try_acquire().await {
@@ -130,9 +130,10 @@ impl LeaderLease {
                 }
                 Ok(false) if !waiting_logged => {
                     info!(lease = %self.cfg.name, "another replica holds the leader lease; standing by");
+                    health.standby();
                     waiting_logged = true;
                 }
-                Ok(false) => {}
+                Ok(false) => health.standby(),
                 Err(err) => warn!(%err, "leader lease: could not read or write"),
             }
             tokio::time::sleep(self.cfg.retry).await;

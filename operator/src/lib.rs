@@ -23,6 +23,8 @@
 pub mod binaries;
 pub mod build;
 pub mod config;
+pub mod control_api;
+pub mod health;
 pub mod lease;
 pub mod placement;
 pub mod plan;

@@ -8,6 +8,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Parser, ValueEnum};
 use kbng_operator::config::{DEFAULT_DRAIN_TIMEOUT, SessionStore, WorkloadConfig};
+use kbng_operator::control_api::ControlUrls;
+use kbng_operator::health::Health;
 use kbng_operator::lease::{LeaderLease, LeaseConfig};
 use kbng_operator::reconcile::{self, Context};
 use kube::{Api, Client};
@@ -64,9 +66,15 @@ struct Args {
     identity: Option<String>,
     #[arg(long, env = "KBNG_LOG_FORMAT", value_enum, default_value = "text")]
     log_format: LogFormat,
-    /// Serve Prometheus metrics on this address (e.g. 0.0.0.0:9464); none when absent.
-    #[arg(long, env = "KBNG_METRICS_LISTEN")]
-    metrics_listen: Option<std::net::SocketAddr>,
+    /// The admin listener (e.g. 0.0.0.0:8081): /healthz, /readyz and Prometheus /metrics;
+    /// none when absent.
+    #[arg(long, visible_alias = "metrics-listen", env = "KBNG_ADMIN_LISTEN")]
+    admin_listen: Option<std::net::SocketAddr>,
+    /// Reach a BNG's control API at this URL instead of its pod's DNS name:
+    /// `[<namespace>/]<bng>=http://host:port` (repeatable; comma-separated in the env).
+    /// For tests and for operators running outside the cluster.
+    #[arg(long, env = "KBNG_CONTROL_URL_OVERRIDE", value_delimiter = ',')]
+    control_url_override: Vec<String>,
 }
 
 fn default_identity() -> String {
@@ -114,12 +122,17 @@ async fn main() -> anyhow::Result<()> {
         },
     )
     .context("starting telemetry")?;
-    let _metrics_server = match args.metrics_listen {
+    let control_urls = ControlUrls::new(&args.control_url_override).map_err(anyhow::Error::msg)?;
+    let health = Arc::new(Health::default());
+    let _admin = match args.admin_listen {
         Some(addr) => Some(
-            telemetry
-                .serve_metrics(addr)
-                .await
-                .with_context(|| format!("--metrics-listen {addr}"))?,
+            kbng_operator::health::serve(
+                addr,
+                health.clone(),
+                Some(telemetry.prometheus().clone()),
+            )
+            .await
+            .with_context(|| format!("--admin-listen {addr}"))?,
         ),
         None => None,
     };
@@ -153,22 +166,25 @@ async fn main() -> anyhow::Result<()> {
     );
     info!(%identity, "waiting for the leader lease");
     tokio::select! {
-        _ = lease.acquire() => {}
+        _ = lease.acquire(&health) => {}
         _ = shutdown_signal() => {
             info!("stopped before becoming leader");
             return Ok(());
         }
     }
 
-    let ctx = Arc::new(Context::new(
-        client,
-        key,
-        workload,
-        Duration::from_secs(args.drain_timeout_secs),
-        identity,
-    ));
+    let ctx = Arc::new(
+        Context::new(
+            client,
+            key,
+            workload,
+            Duration::from_secs(args.drain_timeout_secs),
+            identity,
+        )
+        .with_control_urls(control_urls),
+    );
     tokio::select! {
-        _ = reconcile::run(ctx, args.watch_namespace) => {
+        _ = reconcile::run(ctx, args.watch_namespace, health) => {
             error!("controllers stopped");
             std::process::exit(1);
         }

@@ -15,7 +15,24 @@ use kbng_crds::grant::{FREE_BASELINE_SESSIONS, Verdict};
 use kbng_crds::licence::LicenceSource;
 
 use crate::build::SessionCap;
+use crate::control_api::SessionTally;
 use crate::plan::Plan;
+
+/// The condition saying whether the control pod's API answered the last status poll.
+pub const CONTROL_REPORTING: &str = "ControlReporting";
+
+/// What the control pod's `/v1/status` gave, or why there is nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ControlView {
+    Reported {
+        /// `None` when the control does not report counts.
+        sessions: Option<SessionTally>,
+        /// Per dataplane the control knows: its id (or address) and whether every port is
+        /// up (`None`: it reported no ports).
+        links: Vec<(String, Option<bool>)>,
+    },
+    Unreachable(String),
+}
 
 /// What the BNG's `licenceRef` led to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -63,6 +80,7 @@ pub struct Observed<'a> {
     pub aaa_mode: AaaMode,
     pub pools: &'a [PoolSpec],
     pub portal_url: &'a str,
+    pub control: &'a ControlView,
     pub now: Timestamp,
 }
 
@@ -293,13 +311,7 @@ pub fn compute(o: &Observed, previous: Option<&BngStatus>) -> BngStatus {
         o,
     ));
 
-    gate_conditions.push(cond(
-        gates::INTERFACES_UP,
-        Some(false),
-        "AwaitingReport",
-        "no dataplane has reported its access and uplink link state".into(),
-        o,
-    ));
+    gate_conditions.push(interfaces(o));
 
     let stalled = match (&o.unsatisfiable, &plan_problem) {
         (Some(why), _) => Some(("Unschedulable", why.clone())),
@@ -364,6 +376,25 @@ pub fn compute(o: &Observed, previous: Option<&BngStatus>) -> BngStatus {
     for c in gate_conditions {
         set_condition(&mut conditions, c);
     }
+    set_condition(
+        &mut conditions,
+        match o.control {
+            ControlView::Reported { .. } => cond(
+                CONTROL_REPORTING,
+                Some(true),
+                "StatusRead",
+                "the control pod's /v1/status answered".into(),
+                o,
+            ),
+            ControlView::Unreachable(why) => cond(
+                CONTROL_REPORTING,
+                Some(false),
+                "ControlUnreachable",
+                why.clone(),
+                o,
+            ),
+        },
+    );
     // Stable order: Ready, Stalled, Reconciling, then the gates in their documented order.
     let order = |t: &str| {
         [gates::READY, gates::STALLED, gates::RECONCILING]
@@ -377,14 +408,73 @@ pub fn compute(o: &Observed, previous: Option<&BngStatus>) -> BngStatus {
     BngStatus {
         observed_generation: o.generation,
         conditions,
-        sessions: SessionCounts {
-            // The control pod's session report is not wired yet; nothing is carried before it.
-            active: 0,
-            captive: 0,
-            cap: cap.max_sessions,
+        sessions: match o.control {
+            ControlView::Reported {
+                sessions: Some(t), ..
+            } => SessionCounts {
+                active: t.active,
+                captive: t.captive,
+                total: t.total,
+                cap: cap.max_sessions,
+            },
+            // Unreachable now: keep the last counts seen rather than claim zero sessions.
+            _ => SessionCounts {
+                cap: cap.max_sessions,
+                ..previous.map(|p| p.sessions.clone()).unwrap_or_default()
+            },
         },
         licence_source: Some(cap.source),
         dataplanes: o.dataplanes.clone(),
+    }
+}
+
+/// InterfacesUp: every dataplane's ports up, as the dataplanes told the control.
+fn interfaces(o: &Observed) -> Condition {
+    let links = match o.control {
+        ControlView::Unreachable(why) => {
+            return cond(
+                gates::INTERFACES_UP,
+                Some(false),
+                "AwaitingReport",
+                format!("no link report: {why}"),
+                o,
+            );
+        }
+        ControlView::Reported { links, .. } => links,
+    };
+    let down: Vec<&str> = links
+        .iter()
+        .filter(|(_, up)| *up == Some(false))
+        .map(|(d, _)| d.as_str())
+        .collect();
+    let up = links.iter().filter(|(_, up)| *up == Some(true)).count() as u32;
+    if !down.is_empty() {
+        cond(
+            gates::INTERFACES_UP,
+            Some(false),
+            "LinkDown",
+            format!("a port is down on {}", down.join(", ")),
+            o,
+        )
+    } else if o.dataplanes_desired > 0 && up >= o.dataplanes_desired {
+        cond(
+            gates::INTERFACES_UP,
+            Some(true),
+            "LinksUp",
+            format!("access and uplink up on {up} dataplanes"),
+            o,
+        )
+    } else {
+        cond(
+            gates::INTERFACES_UP,
+            Some(false),
+            "AwaitingReport",
+            format!(
+                "{up} of {} dataplanes reported their access and uplink up",
+                o.dataplanes_desired
+            ),
+            o,
+        )
     }
 }
 

@@ -6,59 +6,29 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec};
 use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource,
-    EnvVar, EnvVarSource, ObjectFieldSelector, PersistentVolumeClaim, PersistentVolumeClaimSpec,
-    PodSecurityContext, PodSpec, PodTemplateSpec, ResourceRequirements, SeccompProfile,
-    SecurityContext, Service, ServiceAccount, ServicePort, ServiceSpec, Volume, VolumeMount,
-    VolumeResourceRequirements,
+    EnvVar, EnvVarSource, HTTPGetAction, ObjectFieldSelector, PersistentVolumeClaim,
+    PersistentVolumeClaimSpec, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
+    ResourceRequirements, SeccompProfile, SecurityContext, Service, ServiceAccount, ServicePort,
+    ServiceSpec, TCPSocketAction, Volume, VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use kbng_crds::bng::{AaaSpec, AccessSpec, DhcpSpec, PoolSpec, UplinkSpec, WalledGardenSpec};
-use kbng_crds::{Bng, LicenceSource};
-use serde::Serialize;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kbng_crds::Bng;
 
+use super::control_config::{fnv1a, render};
 use super::{Base, BuildError, Inputs, control_name};
-use crate::binaries::{control, dataplane};
+use crate::binaries::control;
 use crate::config::{SessionStore, WorkloadConfig};
-use crate::plan::Plan;
 
 pub const COMPONENT: &str = "control";
 const STORE_VOLUME: &str = "session-store";
 const CONFIG_VOLUME: &str = "config";
-
-/// What `kbng-control` reads from `control.json`. The operator rewrites it whenever the
-/// BNG, a plan it uses or its licence changes; the control pod watches the file (a ConfigMap
-/// volume is updated in place) and reprograms its dataplanes, so a plan edit needs no restart.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ControlConfig<'a> {
-    pub bng: &'a str,
-    pub namespace: &'a str,
-    /// The BNG generation this configuration was rendered from.
-    pub generation: i64,
-    pub session_cap: u64,
-    pub licence_source: LicenceSource,
-    pub access: &'a AccessSpec,
-    pub uplink: &'a UplinkSpec,
-    pub pools: &'a [PoolSpec],
-    pub dhcp: &'a DhcpSpec,
-    pub aaa: &'a AaaSpec,
-    pub walled_garden: &'a WalledGardenSpec,
-    /// Only validated plans; a missing or invalid one is absent here and named in the BNG's
-    /// status instead.
-    pub plans: &'a [Plan],
-    pub dataplanes: DataplaneDiscovery,
-}
-
-/// How the control pod finds the dataplanes it programs.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DataplaneDiscovery {
-    pub label_selector: String,
-    pub grpc_port: i32,
-    pub replicas: u32,
-}
+/// On the control pod template: the hash of its configuration file. `kbng-control` reads the
+/// file at start, so a changed file must roll the pod; the session cap is a separate key it
+/// re-reads, so a licence change does not restart anything.
+pub const CONFIG_HASH_ANNOTATION: &str = "kbng.dev/config-hash";
 
 pub(crate) fn service_account(base: &Base) -> ServiceAccount {
     ServiceAccount {
@@ -81,8 +51,8 @@ fn rule(groups: &[&str], resources: &[&str], verbs: &[&str], names: &[String]) -
 }
 
 /// Least privilege for the control pod: read its own configuration and its BNG, find its
-/// dataplane pods, acknowledge a drain on its own pod, read the RADIUS secret it is given,
-/// and publish events. Nothing cluster-wide, nothing it could use to change its workloads.
+/// dataplane pods, read the RADIUS secret it is given, and publish events. (The drain is
+/// asked over the control's HTTP API, so it needs no write access to any pod.) Nothing cluster-wide, nothing it could use to change its workloads.
 pub(crate) fn role(base: &Base, bng: &Bng) -> Role {
     let control = control_name(&base.bng);
     let mut rules = vec![
@@ -101,8 +71,6 @@ pub(crate) fn role(base: &Base, bng: &Bng) -> Role {
         // Pod IPs of the dataplanes; RBAC cannot restrict by label, so this is namespace-wide
         // read of pods (no secrets, no exec).
         rule(&[""], &["pods"], &["get", "list", "watch"], &[]),
-        // The drain acknowledgement is an annotation on the control pod's own object.
-        rule(&[""], &["pods"], &["patch"], &[format!("{control}-0")]),
         rule(&["events.k8s.io"], &["events"], &["create", "patch"], &[]),
     ];
     if let Some(radius) = &bng.spec.aaa.radius {
@@ -137,39 +105,50 @@ pub(crate) fn role_binding(base: &Base) -> RoleBinding {
     }
 }
 
+/// The configuration file and the session cap, as `kbng-control` reads them.
 pub(crate) fn config_map(base: &Base, inputs: &Inputs<'_>) -> Result<ConfigMap, BuildError> {
-    let spec = &inputs.bng.spec;
-    let selector = base.selector(super::dataplane::COMPONENT);
-    let config = ControlConfig {
-        bng: &base.bng,
-        namespace: &base.namespace,
-        generation: inputs.bng.metadata.generation.unwrap_or_default(),
-        session_cap: inputs.cap.max_sessions,
-        licence_source: inputs.cap.source,
-        access: &spec.access,
-        uplink: &spec.uplink,
-        pools: &spec.pools,
-        dhcp: &spec.dhcp,
-        aaa: &spec.aaa,
-        walled_garden: &spec.walled_garden,
-        plans: inputs.plans,
-        dataplanes: DataplaneDiscovery {
-            label_selector: selector
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join(","),
-            grpc_port: dataplane::GRPC_PORT,
-            replicas: spec.dataplane.replicas,
-        },
-    };
-    let text =
-        serde_json::to_string_pretty(&config).map_err(|e| BuildError::Encode(e.to_string()))?;
+    let text = serde_json::to_string_pretty(&render(base, inputs))
+        .map_err(|e| BuildError::Encode(e.to_string()))?;
     Ok(ConfigMap {
         metadata: base.meta(control_name(&base.bng), COMPONENT),
-        data: Some(BTreeMap::from([(control::CONFIG_KEY.to_string(), text)])),
+        data: Some(BTreeMap::from([
+            (control::CONFIG_KEY.to_string(), text),
+            (
+                control::CAP_KEY.to_string(),
+                inputs.cap.max_sessions.to_string(),
+            ),
+        ])),
         ..ConfigMap::default()
     })
+}
+
+/// The hash [`CONFIG_HASH_ANNOTATION`] carries.
+pub(crate) fn config_hash(cm: &ConfigMap) -> String {
+    let text = cm
+        .data
+        .as_ref()
+        .and_then(|d| d.get(control::CONFIG_KEY))
+        .map_or("", String::as_str);
+    fnv1a(text)
+}
+
+fn probe(path: Option<&str>, period: i32, failures: i32) -> Probe {
+    let port = IntOrString::Int(control::ADMIN_PORT);
+    Probe {
+        http_get: path.map(|p| HTTPGetAction {
+            path: Some(p.into()),
+            port: port.clone(),
+            ..HTTPGetAction::default()
+        }),
+        tcp_socket: path.is_none().then_some(TCPSocketAction {
+            port,
+            ..TCPSocketAction::default()
+        }),
+        period_seconds: Some(period),
+        timeout_seconds: Some(3),
+        failure_threshold: Some(failures),
+        ..Probe::default()
+    }
 }
 
 /// Headless: it gives the StatefulSet pod its stable DNS name and exposes the admin port.
@@ -195,7 +174,11 @@ fn quantity(s: &str) -> Quantity {
     Quantity(s.to_string())
 }
 
-pub(crate) fn stateful_set(base: &Base, config: &WorkloadConfig) -> StatefulSet {
+pub(crate) fn stateful_set(
+    base: &Base,
+    config: &WorkloadConfig,
+    config_hash: String,
+) -> StatefulSet {
     let name = control_name(&base.bng);
     let mut volumes = vec![Volume {
         name: CONFIG_VOLUME.into(),
@@ -258,6 +241,12 @@ pub(crate) fn stateful_set(base: &Base, config: &WorkloadConfig) -> StatefulSet 
             protocol: Some("TCP".into()),
             ..ContainerPort::default()
         }]),
+        // The API listener is up once the store is restored (a large store takes a while:
+        // the startup probe allows five minutes); ready when the engine task answers a query;
+        // alive while the listener accepts (a busy engine is not a reason to restart it).
+        startup_probe: Some(probe(None, 5, 60)),
+        readiness_probe: Some(probe(Some(control::READY_PATH), 5, 3)),
+        liveness_probe: Some(probe(None, 10, 6)),
         resources: Some(ResourceRequirements {
             requests: Some(BTreeMap::from([
                 ("cpu".into(), quantity("500m")),
@@ -303,6 +292,10 @@ pub(crate) fn stateful_set(base: &Base, config: &WorkloadConfig) -> StatefulSet 
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
                     labels: Some(base.labels(COMPONENT)),
+                    annotations: Some(BTreeMap::from([(
+                        CONFIG_HASH_ANNOTATION.to_string(),
+                        config_hash,
+                    )])),
                     ..ObjectMeta::default()
                 }),
                 spec: Some(PodSpec {

@@ -7,19 +7,20 @@
 //! - One VF each from the access and uplink SR-IOV device-plugin pools, attached by Multus
 //!   (`k8s.v1.cni.cncf.io/networks`) in the order access, uplink.
 //! - The kubelet's topology manager (`single-numa-node`) aligns cores, hugepages and VFs on
-//!   one NUMA node at admission; the dataplane learns which cores it got from its affinity mask
-//!   and is told the NUMA node (when the spec pins one) so it reserves memory only there.
+//!   one NUMA node at admission; the dataplane learns which cores it got from its affinity
+//!   mask (`--cores auto:N`) and its VFs from the device plugin's `PCIDEVICE_*` variables.
+//! - A StatefulSet rather than a Deployment: each dataplane gets a stable DNS name through the
+//!   headless Service, which the control pod's configuration lists (it dials every dataplane;
+//!   pod IPs change with every restart, names do not).
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::apps::v1::{
-    Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
-};
+use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec};
 use k8s_openapi::api::core::v1::{
     Affinity, Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
     ObjectFieldSelector, PodAffinityTerm, PodAntiAffinity, PodSecurityContext, PodSpec,
-    PodTemplateSpec, ResourceRequirements, SeccompProfile, SecurityContext, Volume, VolumeMount,
-    WeightedPodAffinityTerm,
+    PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile, SecurityContext, Service,
+    ServicePort, ServiceSpec, TCPSocketAction, Volume, VolumeMount, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -101,15 +102,43 @@ pub fn networks_annotation(spec: &DataplaneSpec) -> String {
     .to_string()
 }
 
-fn env(name: &str, value: String) -> EnvVar {
-    EnvVar {
-        name: name.into(),
-        value: Some(value),
-        ..EnvVar::default()
+/// The dataplane serves only gRPC (no health service), so its probes are TCP connects to the
+/// gRPC port, which it binds only after EAL, mempool and both ports have started.
+fn grpc_probe(period: i32, failures: i32) -> Probe {
+    Probe {
+        tcp_socket: Some(TCPSocketAction {
+            port: IntOrString::Int(dataplane::GRPC_PORT),
+            ..TCPSocketAction::default()
+        }),
+        period_seconds: Some(period),
+        timeout_seconds: Some(2),
+        failure_threshold: Some(failures),
+        ..Probe::default()
     }
 }
 
-pub(crate) fn deployment(base: &Base, bng: &Bng, config: &WorkloadConfig) -> Deployment {
+/// Headless: one DNS name per dataplane pod (`<pod>.<bng>-dataplane.<ns>.svc`).
+pub(crate) fn service(base: &Base) -> Service {
+    Service {
+        metadata: base.meta(dataplane_name(&base.bng), COMPONENT),
+        spec: Some(ServiceSpec {
+            cluster_ip: Some("None".into()),
+            selector: Some(base.selector(COMPONENT)),
+            // The control dials a dataplane while it starts, before it is ready.
+            publish_not_ready_addresses: Some(true),
+            ports: Some(vec![ServicePort {
+                name: Some("grpc".into()),
+                port: dataplane::GRPC_PORT,
+                protocol: Some("TCP".into()),
+                ..ServicePort::default()
+            }]),
+            ..ServiceSpec::default()
+        }),
+        ..Service::default()
+    }
+}
+
+pub(crate) fn stateful_set(base: &Base, bng: &Bng, config: &WorkloadConfig) -> StatefulSet {
     let spec = &bng.spec.dataplane;
     let resources = resources(spec);
     let image = spec
@@ -121,39 +150,32 @@ pub(crate) fn deployment(base: &Base, bng: &Bng, config: &WorkloadConfig) -> Dep
         image: Some(image),
         image_pull_policy: Some(config.image_pull_policy.clone()),
         command: Some(dataplane::command()),
-        args: Some(dataplane::args(spec)),
-        env: Some(vec![
-            EnvVar {
-                name: dataplane::ENV_POD_NAME.into(),
-                value_from: Some(EnvVarSource {
-                    field_ref: Some(ObjectFieldSelector {
-                        field_path: "metadata.name".into(),
-                        ..ObjectFieldSelector::default()
-                    }),
-                    ..EnvVarSource::default()
+        args: Some(dataplane::args(
+            spec,
+            &bng.spec.uplink.address,
+            &bng.spec.uplink.gateway,
+        )),
+        env: Some(vec![EnvVar {
+            name: dataplane::ENV_POD_NAME.into(),
+            value_from: Some(EnvVarSource {
+                field_ref: Some(ObjectFieldSelector {
+                    field_path: "metadata.name".into(),
+                    ..ObjectFieldSelector::default()
                 }),
-                ..EnvVar::default()
-            },
-            env(dataplane::ENV_WORKER_CORES, spec.worker_cores.to_string()),
-            env(
-                dataplane::ENV_NUMA_NODE,
-                spec.numa_node.map(|n| n.to_string()).unwrap_or_default(),
-            ),
-            env(
-                dataplane::ENV_ACCESS_PCI_VAR,
-                dataplane::pci_env_var(&spec.sriov.access_resource),
-            ),
-            env(
-                dataplane::ENV_UPLINK_PCI_VAR,
-                dataplane::pci_env_var(&spec.sriov.uplink_resource),
-            ),
-        ]),
+                ..EnvVarSource::default()
+            }),
+            ..EnvVar::default()
+        }]),
         ports: Some(vec![ContainerPort {
             name: Some("grpc".into()),
             container_port: dataplane::GRPC_PORT,
             protocol: Some("TCP".into()),
             ..ContainerPort::default()
         }]),
+        // EAL start-up with hugepages takes seconds; allow two minutes.
+        startup_probe: Some(grpc_probe(5, 24)),
+        readiness_probe: Some(grpc_probe(5, 2)),
+        liveness_probe: Some(grpc_probe(10, 3)),
         resources: Some(ResourceRequirements {
             requests: Some(resources.clone()),
             limits: Some(resources),
@@ -189,23 +211,20 @@ pub(crate) fn deployment(base: &Base, bng: &Bng, config: &WorkloadConfig) -> Dep
         ..Container::default()
     };
     let selector = base.selector(COMPONENT);
-    Deployment {
-        metadata: base.meta(dataplane_name(&base.bng), COMPONENT),
-        spec: Some(DeploymentSpec {
+    let name = dataplane_name(&base.bng);
+    StatefulSet {
+        metadata: base.meta(name.clone(), COMPONENT),
+        spec: Some(StatefulSetSpec {
             replicas: Some(i32::try_from(spec.replicas).unwrap_or(i32::MAX)),
+            service_name: Some(name),
+            // Dataplanes are independent: start and replace them in parallel. A rolling
+            // update replaces one pod at a time and never surges, so it never needs a second
+            // set of VFs and hugepages on the node.
+            pod_management_policy: Some("Parallel".into()),
             selector: LabelSelector {
                 match_labels: Some(selector.clone()),
                 ..LabelSelector::default()
             },
-            // Never surge: a second pod would need a second set of VFs and hugepages the node
-            // usually does not have, and would sit Pending; replace one pod at a time instead.
-            strategy: Some(DeploymentStrategy {
-                type_: Some("RollingUpdate".into()),
-                rolling_update: Some(RollingUpdateDeployment {
-                    max_surge: Some(IntOrString::Int(0)),
-                    max_unavailable: Some(IntOrString::Int(1)),
-                }),
-            }),
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
                     labels: Some(base.labels(COMPONENT)),
@@ -250,9 +269,9 @@ pub(crate) fn deployment(base: &Base, bng: &Bng, config: &WorkloadConfig) -> Dep
                     ..PodSpec::default()
                 }),
             },
-            ..DeploymentSpec::default()
+            ..StatefulSetSpec::default()
         }),
-        ..Deployment::default()
+        ..StatefulSet::default()
     }
 }
 

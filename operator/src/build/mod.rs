@@ -5,12 +5,13 @@
 //! ```text
 //!   Bng + [Plan] + SessionCap + WorkloadConfig
 //!     ├─ control::*   ServiceAccount, Role, RoleBinding, ConfigMap, Service, StatefulSet
-//!     └─ dataplane::* Deployment (Guaranteed QoS, hugepages, VFs, Multus, NUMA)
+//!     └─ dataplane::* StatefulSet (Guaranteed QoS, hugepages, VFs, Multus) and its headless
+//!                     Service (a stable DNS name per dataplane for the control to dial)
 //! ```
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -21,6 +22,7 @@ use crate::config::WorkloadConfig;
 use crate::plan::Plan;
 
 pub mod control;
+pub mod control_config;
 pub mod dataplane;
 
 /// The field manager of every server-side apply the operator makes.
@@ -63,20 +65,23 @@ pub struct Owned {
     pub config_map: ConfigMap,
     pub service: Service,
     pub control: StatefulSet,
-    pub dataplane: Deployment,
+    pub dataplane: StatefulSet,
+    pub dataplane_service: Service,
 }
 
 /// Builds every owned object of `inputs.bng`.
 pub fn build(inputs: &Inputs<'_>) -> Result<Owned, BuildError> {
     let base = Base::new(inputs.bng)?;
+    let config_map = control::config_map(&base, inputs)?;
     Ok(Owned {
         service_account: control::service_account(&base),
         role: control::role(&base, inputs.bng),
         role_binding: control::role_binding(&base),
-        config_map: control::config_map(&base, inputs)?,
+        config_map: config_map.clone(),
         service: control::service(&base),
-        control: control::stateful_set(&base, inputs.config),
-        dataplane: dataplane::deployment(&base, inputs.bng, inputs.config),
+        control: control::stateful_set(&base, inputs.config, control::config_hash(&config_map)),
+        dataplane: dataplane::stateful_set(&base, inputs.bng, inputs.config),
+        dataplane_service: dataplane::service(&base),
     })
 }
 

@@ -1,6 +1,7 @@
 use super::*;
 use crate::config::SessionStore;
 use crate::plan::Plan;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kbng_crds::SubscriberPlan;
 use kbng_crds::bng::HugepageSize;
 
@@ -105,23 +106,20 @@ fn dataplane_capabilities_multus_and_numa() {
     assert_eq!(caps.drop.unwrap(), ["ALL"]);
     assert_eq!(sc.privileged, Some(false));
     assert_eq!(sc.allow_privilege_escalation, Some(false));
-    let env: BTreeMap<_, _> = c
-        .env
-        .clone()
-        .unwrap()
-        .into_iter()
-        .map(|e| (e.name, e.value.unwrap_or_default()))
-        .collect();
-    assert_eq!(env["KBNG_NUMA_NODE"], "1");
-    assert_eq!(env["KBNG_WORKER_CORES"], "2");
-    assert_eq!(
-        env["KBNG_ACCESS_PCI_ENV"],
-        "PCIDEVICE_INTEL_COM_SRIOV_ACCESS"
-    );
+    let env: Vec<_> = c.env.clone().unwrap().into_iter().map(|e| e.name).collect();
+    assert_eq!(env, ["POD_NAME"], "every other input is a flag");
     let args = c.args.clone().unwrap();
-    let eal = &args[args.iter().position(|a| a == "--eal-args").unwrap() + 1];
-    assert!(eal.contains("--socket-mem=0,2048"), "{eal}");
-    assert!(eal.contains("--huge-dir=/dev/hugepages"), "{eal}");
+    let flag = |f: &str| args[args.iter().position(|a| a == f).unwrap() + 1].clone();
+    assert_eq!(flag("--cores"), "auto:2");
+    assert_eq!(flag("--access"), "env:PCIDEVICE_INTEL_COM_SRIOV_ACCESS");
+    assert_eq!(flag("--uplink"), "env:PCIDEVICE_INTEL_COM_SRIOV_UPLINK");
+    assert_eq!(flag("--memory-mb"), "2048");
+    assert_eq!(flag("--dataplane-id"), "$(POD_NAME)");
+    assert_eq!(flag("--uplink-address"), "192.0.2.2/30");
+    assert_eq!(flag("--next-hop"), "192.0.2.1");
+    assert!(args.contains(&"--in-memory".to_string()));
+    let probe = c.readiness_probe.clone().unwrap().tcp_socket.unwrap();
+    assert_eq!(probe.port, IntOrString::Int(50051));
     assert_eq!(c.command.clone().unwrap(), ["kbng-dataplane"]);
 }
 
@@ -136,6 +134,7 @@ fn every_object_is_owned_labelled_and_namespaced() {
         &o.service.metadata,
         &o.control.metadata,
         &o.dataplane.metadata,
+        &o.dataplane_service.metadata,
     ];
     for m in metas {
         let owner = &m.owner_references.as_ref().unwrap()[0];
@@ -150,23 +149,66 @@ fn every_object_is_owned_labelled_and_namespaced() {
 }
 
 #[test]
-fn control_config_carries_plans_cap_and_spec() {
+fn control_config_is_kbng_controls_format() {
     let o = owned(&sample_bng(), &WorkloadConfig::default());
-    let text = &o.config_map.data.unwrap()["control.json"];
-    let v: serde_json::Value = serde_json::from_str(text).unwrap();
-    assert_eq!(v["sessionCap"], 1000);
-    assert_eq!(v["licenceSource"], "licence");
-    assert_eq!(v["generation"], 3);
-    assert_eq!(v["plans"][0]["name"], "basic-50m");
-    assert_eq!(v["plans"][1]["downstream"]["pirBps"], 2_000_000_000u64);
-    assert_eq!(v["plans"][1]["downstream"]["yellow"]["dscp"], 8);
-    assert_eq!(v["pools"][0]["cidr"], "100.64.0.0/16");
-    assert!(
-        v["dataplanes"]["labelSelector"]
-            .as_str()
-            .unwrap()
-            .contains("app.kubernetes.io/component=dataplane")
+    let data = o.config_map.data.clone().unwrap();
+    assert_eq!(data["session-cap"], "1000");
+    let v: serde_json::Value = serde_json::from_str(&data["control.json"]).unwrap();
+    let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            "apiListen",
+            "dataplanes",
+            "defaultPlan",
+            "licence",
+            "option82Identity",
+            "plans",
+            "pools",
+            "store",
+            "unknownSubscribers",
+            "walledGarden"
+        ]
     );
+    assert_eq!(
+        v["dataplanes"],
+        serde_json::json!(["http://lab-dataplane-0.lab-dataplane.kbng.svc:50051"])
+    );
+    assert_eq!(v["plans"][0]["name"], "basic-50m");
+    assert_eq!(v["plans"][1]["rateBps"], 1_000_000_000u64);
+    assert_eq!(v["defaultPlan"], "basic-50m");
+    assert_eq!(v["licence"]["capFile"], "/etc/kbng/session-cap");
+    assert_eq!(v["store"], "/var/lib/kbng/sessions.redb");
+    assert_eq!(v["walledGarden"]["allowed"][0]["protocol"], 17);
+    assert_eq!(v["pools"][0]["cidr"], "100.64.0.0/16");
+    // The control reads the file at start: a change rolls its pod, the cap alone does not.
+    let hash = |o: &Owned| {
+        o.control
+            .spec
+            .clone()
+            .unwrap()
+            .template
+            .metadata
+            .unwrap()
+            .annotations
+            .unwrap()["kbng.dev/config-hash"]
+            .clone()
+    };
+    let mut bng = sample_bng();
+    bng.spec.walled_garden.portal_url = "http://elsewhere.example/".into();
+    assert_ne!(hash(&o), hash(&owned(&bng, &WorkloadConfig::default())));
+    let (bng, plans, config) = (sample_bng(), sample_plans(), WorkloadConfig::default());
+    let capped = build(&Inputs {
+        bng: &bng,
+        plans: &plans,
+        cap: SessionCap {
+            max_sessions: 5,
+            source: LicenceSource::Licence,
+        },
+        config: &config,
+    })
+    .unwrap();
+    assert_eq!(hash(&o), hash(&capped));
 }
 
 #[test]
@@ -183,8 +225,11 @@ fn control_role_is_least_privilege() {
         }
         assert!(!r.resources.as_ref().unwrap().contains(&"secrets".into()));
     }
-    let patch = rules.iter().find(|r| r.verbs == ["patch"]).unwrap();
-    assert_eq!(patch.resource_names.as_ref().unwrap(), &["lab-control-0"]);
+    assert!(
+        !rules.iter().any(|r| r.verbs.contains(&"patch".to_string())
+            && r.resources.as_ref().unwrap().contains(&"pods".to_string())),
+        "the drain goes through the control's API: no pod is written"
+    );
     // With RADIUS, exactly the referenced secret becomes readable.
     bng.spec.aaa.radius = Some(kbng_crds::bng::RadiusSpec {
         servers: vec![],

@@ -1,20 +1,22 @@
 //! BNG: gather the licence verdict, the plans and the nodes; apply the owned objects; observe
-//! the workloads; write status and events. A finalizer drains sessions before deletion.
+//! the workloads and the control pod's report; write status and events. A finalizer drains
+//! sessions before deletion.
 //!
-//! Drain protocol (the control pod's side is implemented in `cnf-control`'s Kubernetes
-//! adapter): the operator annotates each ready control pod with
-//! `kbng.dev/drain-requested: <token>`; the control pod ends its sessions (accounting stop,
-//! DHCP leases released) and annotates its own pod `kbng.dev/drained: <token>`. The operator
-//! waits for every asked pod, at most `--drain-timeout`, then lets the BNG go either way and
-//! says which in an event. The start time is kept in an annotation on the BNG, so an operator
-//! restart does not restart the wait. Kubernetes objects carry the request rather than a
-//! direct connection to the pod so that the operator needs no network path to pod IPs.
+//! The control pod is read and driven through its HTTP API (`GET /v1/status`,
+//! `POST /v1/sessions/drain`), each call bounded by [`crate::control_api::REQUEST_TIMEOUT`].
+//! A control that does not answer is a `ControlReporting=False` condition with the reason,
+//! and the reconcile succeeds: no error, no tight retry.
+//!
+//! Drain: on deletion the operator asks the control to release every session, then polls its
+//! status until it holds none, at most `--drain-timeout`, and lets the BNG go either way,
+//! saying in an event what was left. The start time is kept in an annotation on the BNG, so
+//! an operator restart does not restart the wait.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -35,13 +37,12 @@ use super::{Context, ReconcileError, api, now_secs};
 use crate::build::{
     self, BNG_LABEL, COMPONENT_LABEL, FIELD_MANAGER, Inputs, Owned, control_name, dataplane_name,
 };
+use crate::control_api::{self, ControlReport};
 use crate::placement;
 use crate::plan::{Plan, colliding_ids};
-use crate::status::{LicenceState, Observed, PlanState, compute, transitions};
+use crate::status::{ControlView, LicenceState, Observed, PlanState, compute, transitions};
 
 pub const FINALIZER: &str = "kbng.dev/drain";
-pub const DRAIN_REQUESTED: &str = "kbng.dev/drain-requested";
-pub const DRAINED: &str = "kbng.dev/drained";
 pub const DRAIN_STARTED: &str = "kbng.dev/drain-started";
 const MANAGED: &str = "app.kubernetes.io/managed-by=kbng-operator";
 
@@ -55,7 +56,6 @@ pub fn controller(
     let for_plans = c.store();
     let for_licences = c.store();
     c.owns(api::<StatefulSet>(client, namespace), owned.clone())
-        .owns(api::<Deployment>(client, namespace), owned.clone())
         .owns(api::<ConfigMap>(client, namespace), owned.clone())
         .owns(api::<Service>(client, namespace), owned.clone())
         .owns(api::<ServiceAccount>(client, namespace), owned.clone())
@@ -228,7 +228,14 @@ async fn apply_all(client: &Client, ns: &str, o: &Owned) -> Result<Option<String
         ("ConfigMap", apply(client, ns, &o.config_map).await),
         ("Service", apply(client, ns, &o.service).await),
         ("StatefulSet", apply(client, ns, &o.control).await),
-        ("Deployment", apply(client, ns, &o.dataplane).await),
+        (
+            "Service (dataplane)",
+            apply(client, ns, &o.dataplane_service).await,
+        ),
+        (
+            "StatefulSet (dataplane)",
+            apply(client, ns, &o.dataplane).await,
+        ),
     ];
     let mut refused = Vec::new();
     for (kind, r) in results {
@@ -281,8 +288,7 @@ async fn converge(bng: &Bng, ns: &str, ctx: &Context) -> Result<Action, Reconcil
         .and_then(|s| s.ready_replicas)
         .unwrap_or(0)
         >= 1;
-    let deps: Api<Deployment> = Api::namespaced(ctx.client.clone(), ns);
-    let dataplanes_ready = deps
+    let dataplanes_ready = sts
         .get_opt(&dataplane_name(&name))
         .await?
         .and_then(|d| d.status)
@@ -298,6 +304,27 @@ async fn converge(bng: &Bng, ns: &str, ctx: &Context) -> Result<Action, Reconcil
         .map(placement::dataplane_status)
         .collect();
     dataplanes.sort_by(|a, b| a.pod.cmp(&b.pod));
+    let key = format!("{ns}/{name}");
+    let control = match control_report(ctx, ns, &name).await {
+        Ok(report) => {
+            merge_report(&mut dataplanes, &report);
+            ctx.set_plan_sessions(&key, Some(report.by_plan.clone()));
+            ControlView::Reported {
+                sessions: report.sessions,
+                links: report
+                    .dataplanes
+                    .iter()
+                    .map(|d| {
+                        (
+                            d.id.clone().unwrap_or_else(|| d.address.clone()),
+                            d.links_up,
+                        )
+                    })
+                    .collect(),
+            }
+        }
+        Err(why) => ControlView::Unreachable(why),
+    };
 
     let observed = Observed {
         generation: bng.metadata.generation,
@@ -311,6 +338,7 @@ async fn converge(bng: &Bng, ns: &str, ctx: &Context) -> Result<Action, Reconcil
         aaa_mode: bng.spec.aaa.mode,
         pools: &bng.spec.pools,
         portal_url: &bng.spec.walled_garden.portal_url,
+        control: &control,
         now,
     };
     let previous = bng.status.as_ref();
@@ -338,7 +366,12 @@ async fn converge(bng: &Bng, ns: &str, ctx: &Context) -> Result<Action, Reconcil
         let until_review = review
             .map(|at| (at.as_second() - now.as_second()).max(1) as u64 + 1)
             .unwrap_or(300);
-        Duration::from_secs(until_review.min(300))
+        // Session counts are polled: a reachable control is read every 30 s.
+        let poll = match control {
+            ControlView::Reported { .. } => 30,
+            ControlView::Unreachable(_) => 300,
+        };
+        Duration::from_secs(until_review.min(poll))
     }))
 }
 
@@ -380,51 +413,65 @@ async fn write_status(
     Ok(())
 }
 
-fn pod_ready(p: &Pod) -> bool {
-    p.metadata.deletion_timestamp.is_none()
-        && p.status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == TRUE))
+/// Reads the control pod's `/v1/status`; the error says what went wrong, for a condition.
+async fn control_report(ctx: &Context, ns: &str, bng: &str) -> Result<ControlReport, String> {
+    let url = ctx.control_urls.url(ns, bng);
+    control_api::call(
+        hyper::Method::GET,
+        &url,
+        "/v1/status",
+        control_api::REQUEST_TIMEOUT,
+    )
+    .await
+    .map(|v| control_api::parse_status(&v))
+    .map_err(|e| e.to_string())
 }
 
-/// One step of the drain; removes the finalizer when done or out of time.
+/// Copies what the control learnt from each dataplane into the entry of its pod. The
+/// operator starts each dataplane with `--dataplane-id` = its pod name; a control that only
+/// knows an address is matched by the pod's DNS name in it.
+pub fn merge_report(dataplanes: &mut [kbng_crds::bng::DataplaneStatus], report: &ControlReport) {
+    for d in dataplanes.iter_mut() {
+        let found = report.dataplanes.iter().find(|r| {
+            r.id.as_deref() == Some(d.pod.as_str())
+                || r.address
+                    .strip_prefix("http://")
+                    .is_some_and(|a| a.starts_with(&format!("{}.", d.pod)))
+        });
+        if let Some(r) = found {
+            d.connected = r.connected;
+            d.numa_node = r.numa_node;
+            d.cores = r.cores.clone();
+            d.pci_addresses = r.devices.clone();
+        }
+    }
+}
+
+fn tally_text(t: &control_api::SessionTally) -> String {
+    format!(
+        "{} sessions ({} active, {} captive)",
+        t.total, t.active, t.captive
+    )
+}
+
+/// One step of the drain; removes the finalizer when the control holds no session, or when
+/// out of time.
 async fn drain(bng: &Bng, ns: &str, ctx: &Context) -> Result<Action, ReconcileError> {
     let name = bng.name_any();
     let now = now_secs();
-    let pods_api: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
-    let pods: Vec<Pod> = pods_api
-        .list(&ListParams::default().labels(&selector(&name, build::control::COMPONENT)))
-        .await?
-        .items
-        .into_iter()
-        .filter(pod_ready)
-        .collect();
+    let url = ctx.control_urls.url(ns, &name);
     let started = bng
         .annotations()
         .get(DRAIN_STARTED)
         .and_then(|s| s.parse::<Timestamp>().ok());
     let Some(started) = started else {
-        if pods.is_empty() {
-            ctx.event(
-                bng,
-                true,
-                "DrainSkipped",
-                "Drain",
-                "no ready control pod to drain: sessions, if any, end without accounting stop"
-                    .into(),
-            )
-            .await;
-            return release(bng, ns, ctx).await;
-        }
         ctx.event(
             bng,
             false,
             "Draining",
             "Drain",
             format!(
-                "asked {} control pod(s) to drain sessions; waiting up to {}s",
-                pods.len(),
+                "asking the control ({url}) to release every session; waiting up to {}s",
                 ctx.drain_timeout.as_secs()
             ),
         )
@@ -440,46 +487,44 @@ async fn drain(bng: &Bng, ns: &str, ctx: &Context) -> Result<Action, ReconcileEr
         .await?;
         return Ok(Action::requeue(Duration::from_secs(1)));
     };
-    let token = started.to_string();
-    let mut acked = 0;
-    for pod in &pods {
-        let ann = pod.annotations();
-        if ann.get(DRAINED) == Some(&token) {
-            acked += 1;
-        } else if ann.get(DRAIN_REQUESTED) != Some(&token) {
-            pods_api
-                .patch(
-                    &pod.name_any(),
-                    &PatchParams::default(),
-                    &Patch::Merge(serde_json::json!({
-                        "metadata": { "annotations": { DRAIN_REQUESTED: token } }
-                    })),
-                )
-                .await?;
-        }
-    }
-    let waited =
-        Duration::from_secs(now.as_second().saturating_sub(started.as_second()).max(0) as u64);
-    if acked == pods.len() {
+    // Asked again on every step: idempotent, and it also ends a session that was being set
+    // up while the previous request ran.
+    let t = control_api::REQUEST_TIMEOUT;
+    let asked = control_api::call(hyper::Method::POST, &url, "/v1/sessions/drain", t).await;
+    let left = match asked {
+        Ok(_) => control_api::call(hyper::Method::GET, &url, "/v1/status", t)
+            .await
+            .map(|v| control_api::parse_status(&v).sessions),
+        Err(e) => Err(e),
+    };
+    if let Ok(Some(tally)) = &left
+        && tally.total == 0
+    {
         ctx.event(
             bng,
             false,
             "Drained",
             "Drain",
-            format!("{acked} control pod(s) drained their sessions"),
+            "the control reports no session left".into(),
         )
         .await;
         return release(bng, ns, ctx).await;
     }
+    let waited =
+        Duration::from_secs(now.as_second().saturating_sub(started.as_second()).max(0) as u64);
     if waited >= ctx.drain_timeout {
+        let what = match &left {
+            Ok(Some(t)) => format!("{} left", tally_text(t)),
+            Ok(None) => "the control does not report session counts; sessions left unknown".into(),
+            Err(e) => format!("the control did not answer ({e}); sessions left unknown"),
+        };
         ctx.event(
             bng,
             true,
             "DrainTimedOut",
             "Drain",
             format!(
-                "{acked} of {} control pod(s) acknowledged the drain within {}s; deleting anyway",
-                pods.len(),
+                "drain not finished within {}s: {what}; deleting anyway",
                 ctx.drain_timeout.as_secs()
             ),
         )
@@ -505,6 +550,7 @@ async fn release(bng: &Bng, ns: &str, ctx: &Context) -> Result<Action, Reconcile
         serde_json::json!({ "finalizers": finalizers }),
     )
     .await?;
+    ctx.set_plan_sessions(&format!("{ns}/{}", bng.name_any()), None);
     info!(bng = %bng.name_any(), namespace = ns, "finalizer removed");
     Ok(Action::await_change())
 }

@@ -4,7 +4,7 @@
 //! conflict); those requeue with exponential backoff per object. Bad input is written to
 //! status and events and the reconcile succeeds, so nothing crash-loops on a bad CR.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -17,6 +17,8 @@ use kube::{Client, Resource};
 use tracing::{debug, info, warn};
 
 use crate::config::WorkloadConfig;
+use crate::control_api::ControlUrls;
+use crate::health::Health;
 
 pub mod bng;
 pub mod licence;
@@ -42,6 +44,11 @@ pub struct Context {
     pub workload: WorkloadConfig,
     pub drain_timeout: Duration,
     pub recorder: Recorder,
+    /// Where each BNG's control pod API is reached.
+    pub control_urls: ControlUrls,
+    /// Active sessions by plan name, per BNG (`namespace/name`), from the last status poll of
+    /// its control pod: the SubscriberPlan reconciler sums them into each plan's status.
+    pub plan_sessions: Mutex<HashMap<String, BTreeMap<String, u64>>>,
     /// Consecutive failures per object, for exponential backoff.
     failures: Mutex<HashMap<String, u32>>,
 }
@@ -76,8 +83,39 @@ impl Context {
             workload,
             drain_timeout,
             recorder,
+            control_urls: ControlUrls::default(),
+            plan_sessions: Mutex::default(),
             failures: Mutex::default(),
         }
+    }
+
+    pub fn with_control_urls(mut self, urls: ControlUrls) -> Context {
+        self.control_urls = urls;
+        self
+    }
+
+    /// Records a BNG's sessions by plan (`None`: forget the BNG).
+    pub fn set_plan_sessions(&self, bng_key: &str, by_plan: Option<BTreeMap<String, u64>>) {
+        if let Ok(mut m) = self.plan_sessions.lock() {
+            match by_plan {
+                Some(b) => {
+                    m.insert(bng_key.to_string(), b);
+                }
+                None => {
+                    m.remove(bng_key);
+                }
+            }
+        }
+    }
+
+    /// Sessions on `plan` summed over the given BNGs (`namespace/name`).
+    pub fn sessions_on_plan(&self, plan: &str, bng_keys: &[String]) -> u64 {
+        self.plan_sessions.lock().map_or(0, |m| {
+            bng_keys
+                .iter()
+                .filter_map(|k| m.get(k).and_then(|b| b.get(plan)))
+                .sum()
+        })
     }
 
     /// Publishes an event about `obj`; a failure to publish is logged, never fatal.
@@ -191,19 +229,35 @@ impl ReconcileError {
 }
 
 /// Runs the three controllers until one stream ends (shutdown) or `stop` resolves.
-pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
+/// `health` turns ready once the three primary watch caches have listed everything.
+pub async fn run(ctx: Arc<Context>, namespace: Option<String>, health: Arc<Health>) {
     let wc = watcher::Config::default().any_semantic();
-    let licences = licence::controller(&ctx.client, namespace.as_deref(), wc.clone())
+    health.leader_syncing();
+    let licences = licence::controller(&ctx.client, namespace.as_deref(), wc.clone());
+    let plans = plan::controller(&ctx.client, namespace.as_deref(), wc.clone());
+    let bngs = bng::controller(&ctx.client, namespace.as_deref(), wc);
+    let stores = (licences.store(), plans.store(), bngs.store());
+    let synced = async move {
+        let (l, p, b) = stores;
+        if l.wait_until_ready().await.is_ok()
+            && p.wait_until_ready().await.is_ok()
+            && b.wait_until_ready().await.is_ok()
+        {
+            health.synced();
+            info!("watch caches synced");
+        }
+    };
+    let licences = licences
         .run(licence::reconcile, error_policy, ctx.clone())
         .for_each(|r| async move { log_result(r) });
-    let plans = plan::controller(&ctx.client, namespace.as_deref(), wc.clone())
+    let plans = plans
         .run(plan::reconcile, error_policy, ctx.clone())
         .for_each(|r| async move { log_result(r) });
-    let bngs = bng::controller(&ctx.client, namespace.as_deref(), wc)
+    let bngs = bngs
         .run(bng::reconcile, error_policy, ctx.clone())
         .for_each(|r| async move { log_result(r) });
     info!("controllers started");
-    tokio::join!(licences, plans, bngs);
+    tokio::join!(licences, plans, bngs, synced);
 }
 
 fn log_result<K: Resource, E: std::fmt::Display>(

@@ -41,6 +41,7 @@ pub fn controller(
 pub fn status_for(
     plan: &SubscriberPlan,
     users: &[String],
+    sessions: u64,
     now: k8s_openapi::jiff::Timestamp,
 ) -> SubscriberPlanStatus {
     let name = plan.name_any();
@@ -85,7 +86,7 @@ pub fn status_for(
         observed_generation: generation,
         // Per-plan session counts come with the control pods' session report, which does not
         // exist yet; until then no session is attributed to any plan.
-        sessions: 0,
+        sessions,
         plan_id: valid.is_ok().then(|| plan_id(&name)),
         conditions,
     }
@@ -106,7 +107,9 @@ pub async fn reconcile(
         .map(|b| b.name_any())
         .collect();
     users.sort();
-    let status = status_for(&plan, &users, now_secs());
+    let keys: Vec<String> = users.iter().map(|u| format!("{ns}/{u}")).collect();
+    let sessions = ctx.sessions_on_plan(&name, &keys);
+    let status = status_for(&plan, &users, sessions, now_secs());
     let previous = plan.status.as_ref();
     if previous != Some(&status) {
         let was_valid = previous.map(|p| p.plan_id.is_some());
@@ -146,7 +149,13 @@ pub async fn reconcile(
         }
     }
     ctx.succeeded(&super::key_of(plan.as_ref()));
-    Ok(Action::await_change())
+    // A BNG's status write (its counts changed) triggers this through the BNG watch; the
+    // periodic look catches a session moving between plans with the BNG's totals unchanged.
+    Ok(if users.is_empty() {
+        Action::await_change()
+    } else {
+        Action::requeue(std::time::Duration::from_secs(60))
+    })
 }
 
 #[cfg(test)]
@@ -170,7 +179,8 @@ mod tests {
     #[test]
     fn valid_plan_gets_an_id_and_its_users() {
         let now = k8s_openapi::jiff::Timestamp::from_second(10).unwrap();
-        let s = status_for(&plan(0), &["lab".into()], now);
+        let s = status_for(&plan(0), &["lab".into()], 3, now);
+        assert_eq!(s.sessions, 3);
         assert_eq!(s.plan_id, Some(plan_id("basic-50m")));
         assert_eq!(s.observed_generation, Some(4));
         assert_eq!(s.conditions[0].status, TRUE);
@@ -182,7 +192,7 @@ mod tests {
         let now = k8s_openapi::jiff::Timestamp::from_second(10).unwrap();
         let mut p = plan(1);
         p.spec.downstream.pir_bps = Some(1);
-        let s = status_for(&p, &[], now);
+        let s = status_for(&p, &[], 0, now);
         assert_eq!(s.plan_id, None);
         let valid = &s.conditions[0];
         assert_eq!(

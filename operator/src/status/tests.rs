@@ -36,6 +36,7 @@ struct World {
     licence: LicenceState,
     plans: Vec<PlanState>,
     bng: kbng_crds::Bng,
+    control: ControlView,
 }
 
 fn world() -> World {
@@ -46,6 +47,7 @@ fn world() -> World {
         },
         plans: sample_plans().into_iter().map(PlanState::Valid).collect(),
         bng: sample_bng(),
+        control: ControlView::Unreachable("connect: refused".into()),
     }
 }
 
@@ -62,6 +64,7 @@ fn observed(w: &World, secs: i64) -> Observed<'_> {
         aaa_mode: w.bng.spec.aaa.mode,
         pools: &w.bng.spec.pools,
         portal_url: &w.bng.spec.walled_garden.portal_url,
+        control: &w.control,
         now: Timestamp::from_second(secs).unwrap(),
     }
 }
@@ -74,7 +77,7 @@ fn get<'a>(s: &'a BngStatus, t: &str) -> &'a Condition {
 fn every_gate_and_summary_condition_is_reported_once() {
     let w = world();
     let s = compute(&observed(&w, 100), None);
-    assert_eq!(s.conditions.len(), 3 + gates::ALL.len());
+    assert_eq!(s.conditions.len(), 3 + gates::ALL.len() + 1);
     assert_eq!(s.conditions[0].type_, gates::READY);
     for c in &s.conditions {
         assert_eq!(c.observed_generation, Some(3), "{}", c.type_);
@@ -104,19 +107,55 @@ fn unreported_dataplanes_keep_the_bng_unready_and_say_why() {
 
 #[test]
 fn all_gates_true_makes_ready() {
-    let w = world();
+    let mut w = world();
     let mut o = observed(&w, 100);
     o.dataplanes[0].connected = true;
-    let mut s = compute(&o, None);
-    // Interfaces are the one gate only a dataplane report can pass; pretend it came.
-    set_condition(
-        &mut s.conditions,
-        cond(gates::INTERFACES_UP, Some(true), "Up", String::new(), &o),
-    );
-    let s = compute(&o, Some(&s));
+    let s = compute(&o, None);
     assert_eq!(get(&s, gates::DATAPLANES_CONNECTED).status, TRUE);
-    // compute() never claims interfaces up by itself.
+    // Without a link report, interfaces are never claimed up.
     assert_eq!(get(&s, gates::INTERFACES_UP).status, FALSE);
+    assert_eq!(get(&s, gates::READY).reason, gates::INTERFACES_UP);
+    assert_eq!(get(&s, CONTROL_REPORTING).reason, "ControlUnreachable");
+
+    w.control = ControlView::Reported {
+        sessions: Some(SessionTally {
+            active: 7,
+            captive: 2,
+            total: 10,
+        }),
+        links: vec![("lab-dataplane-a".into(), Some(true))],
+    };
+    let mut o = observed(&w, 100);
+    o.dataplanes[0].connected = true;
+    let s = compute(&o, Some(&s));
+    assert_eq!(get(&s, gates::INTERFACES_UP).status, TRUE);
+    assert_eq!(get(&s, gates::READY).status, TRUE);
+    assert_eq!(get(&s, CONTROL_REPORTING).status, TRUE);
+    assert_eq!(
+        (
+            s.sessions.active,
+            s.sessions.captive,
+            s.sessions.total,
+            s.sessions.cap
+        ),
+        (7, 2, 10, 1000)
+    );
+
+    // A port down is named; the control going away keeps the last counts.
+    w.control = ControlView::Reported {
+        sessions: None,
+        links: vec![("lab-dataplane-a".into(), Some(false))],
+    };
+    let down = compute(&observed(&w, 110), Some(&s));
+    let c = get(&down, gates::INTERFACES_UP);
+    assert_eq!(
+        (c.reason.as_str(), c.message.contains("lab-dataplane-a")),
+        ("LinkDown", true)
+    );
+    w.control = ControlView::Unreachable("timeout".into());
+    let gone = compute(&observed(&w, 120), Some(&s));
+    assert_eq!((gone.sessions.active, gone.sessions.total), (7, 10));
+    assert_eq!(get(&gone, CONTROL_REPORTING).message, "timeout");
 }
 
 #[test]

@@ -1,0 +1,144 @@
+//! The control pod's configuration file, in exactly the format `kbng-control` reads
+//! (`cnf-control/src/config.rs`, which refuses unknown fields). `tests/operator/run.sh` feeds
+//! the ConfigMap the operator wrote to the real binary under `--check-config`.
+//!
+//! What the file cannot say yet is left out rather than invented: the control meters both
+//! directions of a plan at one rate (the downstream CIR is used; the full plans stay in the
+//! SubscriberPlans), and DHCP relay mode is not rendered.
+
+use kbng_crds::bng::{GardenProtocol, PoolSpec, UnknownSubscriberPolicy};
+use serde::Serialize;
+
+use super::{Base, Inputs, dataplane_name};
+use crate::binaries::{control, dataplane};
+use crate::plan::Plan;
+
+#[derive(Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanFile {
+    pub name: String,
+    pub id: u32,
+    pub rate_bps: u64,
+}
+
+#[derive(Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct GardenRuleFile {
+    pub prefix: String,
+    /// IP protocol number; 0 is any.
+    pub protocol: u8,
+    /// 0 is any.
+    pub port: u16,
+}
+
+#[derive(Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct WalledGardenFile {
+    pub portal_url: String,
+    pub allowed: Vec<GardenRuleFile>,
+}
+
+#[derive(Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct LicenceFile {
+    pub cap_file: String,
+}
+
+/// `kbng-control`'s `ConfigFile`.
+#[derive(Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ControlConfig<'a> {
+    /// Each dataplane pod by its stable DNS name (StatefulSet pod behind a headless Service).
+    pub dataplanes: Vec<String>,
+    pub pools: &'a [PoolSpec],
+    /// Only validated plans; a missing or invalid one is named in the BNG's status instead.
+    pub plans: Vec<PlanFile>,
+    pub default_plan: String,
+    pub unknown_subscribers: &'static str,
+    pub option82_identity: bool,
+    pub licence: LicenceFile,
+    pub store: String,
+    pub api_listen: String,
+    pub walled_garden: WalledGardenFile,
+}
+
+/// `http://<pod>.<service>.<namespace>.svc:<port>` of dataplane pod `i`.
+pub(crate) fn dataplane_address(base: &Base, i: u32) -> String {
+    let sts = dataplane_name(&base.bng);
+    format!(
+        "http://{sts}-{i}.{sts}.{}.svc:{}",
+        base.namespace,
+        dataplane::GRPC_PORT
+    )
+}
+
+fn plan_file(p: &Plan) -> PlanFile {
+    PlanFile {
+        name: p.name.clone(),
+        id: p.plan_id,
+        rate_bps: p.downstream.cir_bps,
+    }
+}
+
+/// The plan of a known subscriber whose record names none: the BNG's `aaa.defaultPlan` when
+/// it is among the valid plans, else the first valid plan. `None` without any valid plan (the
+/// BNG is then Stalled on its plans).
+pub fn default_plan(inputs: &Inputs<'_>) -> Option<String> {
+    let wanted = inputs.bng.spec.aaa.default_plan.as_ref().map(|r| &r.name);
+    inputs
+        .plans
+        .iter()
+        .find(|p| Some(&p.name) == wanted)
+        .or_else(|| inputs.plans.first())
+        .map(|p| p.name.clone())
+}
+
+pub(crate) fn render<'a>(base: &Base, inputs: &'a Inputs<'a>) -> ControlConfig<'a> {
+    let spec = &inputs.bng.spec;
+    ControlConfig {
+        dataplanes: (0..spec.dataplane.replicas)
+            .map(|i| dataplane_address(base, i))
+            .collect(),
+        pools: &spec.pools,
+        plans: inputs.plans.iter().map(plan_file).collect(),
+        default_plan: default_plan(inputs).unwrap_or_default(),
+        unknown_subscribers: match spec.aaa.unknown_subscribers {
+            UnknownSubscriberPolicy::Captive => "captive",
+            UnknownSubscriberPolicy::Reject => "reject",
+        },
+        option82_identity: spec.dhcp.option82_identity,
+        licence: LicenceFile {
+            cap_file: control::cap_path(),
+        },
+        store: control::store_path(),
+        api_listen: format!("0.0.0.0:{}", control::ADMIN_PORT),
+        walled_garden: WalledGardenFile {
+            portal_url: spec.walled_garden.portal_url.clone(),
+            allowed: spec
+                .walled_garden
+                .allowed
+                .iter()
+                .map(|a| GardenRuleFile {
+                    prefix: a.prefix.clone(),
+                    protocol: match a.protocol {
+                        GardenProtocol::Any => 0,
+                        GardenProtocol::Tcp => 6,
+                        GardenProtocol::Udp => 17,
+                    },
+                    port: a.port.unwrap_or(0),
+                })
+                .collect(),
+        },
+    }
+}
+
+/// FNV-1a, 64 bit: a hash that is the same in every build, for the pod template annotation
+/// that restarts the control pod when its configuration file changes (it reads it at start).
+pub fn fnv1a(text: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
