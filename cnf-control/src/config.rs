@@ -145,6 +145,9 @@ pub struct ConfigFile {
     pub pacing: Option<PacingFile>,
     #[serde(default = "default_per_line")]
     pub max_sessions_per_line: u32,
+    /// External AAA: `radius` (RFC 2865/2866/5176); the local subscribers when absent.
+    #[serde(default)]
+    pub aaa: Option<crate::radius::config::AaaFile>,
     /// `mode: server` (default) or `relay` (then `relay` names the servers).
     #[serde(default)]
     pub dhcp: Option<crate::relay::config::DhcpFile>,
@@ -174,6 +177,8 @@ pub struct Config {
     pub portal_url: String,
     /// (prefix, len, protocol, port)
     pub garden: Vec<(Ipv4Addr, u8, u8, u16)>,
+    /// RADIUS, when configured: the engine asks it instead of the local subscribers.
+    pub radius: Option<crate::radius::config::RadiusConfig>,
     /// Relay mode: DHCP goes to these servers; `None` = the control serves DHCP itself.
     pub relay: Option<crate::relay::config::RelaySettings>,
 }
@@ -369,10 +374,13 @@ impl ConfigFile {
             &pools,
             &mut problems,
         );
+        let radius = self.aaa.as_ref().and_then(|a| a.validate(&mut problems));
+        let external_auth = radius.is_some();
         if !problems.is_empty() {
             return Err(problems);
         }
         Ok(Config {
+            radius,
             relay,
             dataplanes: self.dataplanes,
             engine: EngineConfig {
@@ -382,7 +390,7 @@ impl ConfigFile {
                 captive_plan: 0,
                 unknown: self.unknown_subscribers,
                 option82_identity: self.option82_identity,
-                external_auth: false,
+                external_auth,
                 pacing,
                 max_sessions_per_line: self.max_sessions_per_line,
                 quarantine_secs: 600,

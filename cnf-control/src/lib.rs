@@ -24,6 +24,7 @@ pub mod core;
 pub mod dataplane;
 pub mod licence_file;
 pub mod portal;
+pub mod radius;
 pub mod relay;
 pub mod service;
 pub mod store;

@@ -144,7 +144,23 @@ async fn main() -> anyhow::Result<()> {
         }
         None => None,
     };
+    // RADIUS: sessions restored above had their Start sent before; accounting carries on.
+    let radius = match &cfg.radius {
+        Some(r) => {
+            let restored = kbng_control::radius::restored(r, engine.list(0, usize::MAX, |_| true));
+            let link = kbng_control::radius::start(r.clone(), cfg.dataplanes.clone(), restored)
+                .await
+                .context("RADIUS")?;
+            tracing::info!(
+                servers = r.servers.len(),
+                "RADIUS authorization and accounting"
+            );
+            Some(link)
+        }
+        None => None,
+    };
     let task = EngineTask {
+        radius,
         engine,
         store,
         dps: dps.clone(),

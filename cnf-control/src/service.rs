@@ -164,6 +164,8 @@ pub enum ApiCmd {
 /// Everything the engine task talks to.
 #[derive(Debug)]
 pub struct EngineTask {
+    /// RADIUS, when configured (`crate::radius`).
+    pub radius: Option<crate::radius::Link>,
     pub engine: Engine,
     pub store: Store,
     pub dps: Vec<mpsc::UnboundedSender<DpCmd>>,
@@ -207,6 +209,11 @@ impl EngineTask {
                 Some(d) = crate::relay::recv(&mut self.relay) => {
                     let out = self.engine.relay_reply(d.from, &d.payload, now_ns());
                     self.outputs(out, &mut b);
+                }
+                Some(ev) = crate::radius::recv(&mut self.radius) => {
+                    let (out, reply) = crate::radius::on_event(&mut self.engine, ev, now_ns());
+                    self.outputs(out, &mut b);
+                    b.replies.extend(reply);
                 }
                 cmd = self.api.recv() => {
                     let Some(cmd) = cmd else { return };
@@ -264,10 +271,15 @@ impl EngineTask {
                     state,
                     at_ns: now_ns(),
                 }),
-                Output::Authorize { .. } => {
-                    tracing::warn!("external authorization requested but no RADIUS adapter");
+                Output::Authorize { .. } | Output::Accounting { .. } => {
+                    let sent = self
+                        .radius
+                        .as_ref()
+                        .is_some_and(|r| r.forward(&self.engine, &o));
+                    if !sent && matches!(o, Output::Authorize { .. }) {
+                        tracing::warn!("external authorization requested but no RADIUS adapter");
+                    }
                 }
-                Output::Accounting { .. } => {}
                 // Not held for the store: relaying a client message promises nothing yet.
                 Output::ToServer { server, payload } => {
                     if let Some(l) = &self.relay {

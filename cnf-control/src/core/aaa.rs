@@ -51,6 +51,18 @@ pub enum Authorization {
     Unknown,
 }
 
+/// The answer of an external AAA (RADIUS) for one session's authorization.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuthOutcome {
+    /// Accepted with the plan named by the reply (`None` = the default plan).
+    Accept { plan: Option<String> },
+    /// Rejected: treated as an unknown subscriber (captive or dropped per policy).
+    Reject,
+    /// No server answered within the retries: also per the unknown-subscriber policy (a BNG
+    /// that drops everyone while RADIUS is down strands its subscribers), counted apart.
+    Unreachable,
+}
+
 pub fn parse_mac(s: &str) -> Option<MacAddr> {
     let parts: Vec<&str> = s.trim().split([':', '-']).collect();
     if parts.len() != 6 {

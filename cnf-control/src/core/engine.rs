@@ -9,7 +9,7 @@ use kbng_wire::DhcpMessageType;
 use kbng_wire::MacAddr as WireMac;
 use serde::{Deserialize, Serialize};
 
-use super::aaa::{Authorization, Identity, SubscriberStore};
+use super::aaa::{AuthOutcome, Authorization, Identity, SubscriberStore};
 use super::dhcp::{self, Inbound, LeaseParams, RequestKind};
 use super::licence::{Admission, Admit, Cap};
 use super::pacing::{Pacer, PacingConfig};
@@ -645,29 +645,48 @@ impl Engine {
         })
     }
 
-    /// The answer of an external AAA: `Ok(plan)` accepted with plan name, `Err(())` rejected.
-    pub fn auth_result(
-        &mut self,
-        id: SessionId,
-        result: Result<Option<String>, ()>,
-        now_ns: u64,
-    ) -> Vec<Output> {
+    /// The answer of an external AAA. A late answer (the attempt already timed out, or the
+    /// session is bound) changes nothing and is counted.
+    pub fn auth_result(&mut self, id: SessionId, result: AuthOutcome, now_ns: u64) -> Vec<Output> {
         let mut out = Vec::new();
-        if !self.sessions.contains_key(&id) {
+        let waiting = self.sessions.get(&id).is_some_and(|s| {
+            matches!(
+                s.state,
+                State::Discovering { .. } | State::Authenticating { .. }
+            )
+        });
+        if !waiting {
+            self.count("late authorization ignored");
             return out;
         }
         let grant = match result {
-            Ok(plan) => self.grant_for(id, plan.as_deref()),
-            Err(()) => match self.cfg.unknown {
-                UnknownPolicy::Captive => Some(Grant::Captive {
-                    plan_id: self.cfg.captive_plan,
-                    over_cap: false,
-                }),
-                UnknownPolicy::Reject => None,
-            },
+            AuthOutcome::Accept { plan } => {
+                self.count("authorization accepted");
+                self.grant_for(id, plan.as_deref())
+            }
+            AuthOutcome::Reject | AuthOutcome::Unreachable => {
+                self.count(if result == AuthOutcome::Reject {
+                    "authorization rejected"
+                } else {
+                    "authorization unreachable"
+                });
+                match self.cfg.unknown {
+                    UnknownPolicy::Captive => Some(Grant::Captive {
+                        plan_id: self.cfg.captive_plan,
+                        over_cap: false,
+                    }),
+                    UnknownPolicy::Reject => None,
+                }
+            }
         };
         self.event(id, Event::Authorized(grant), now_ns, &mut out);
         out
+    }
+
+    /// Add `n` to counter `what` on behalf of an adapter (RADIUS), so that `/v1/status`
+    /// shows every counter in one list.
+    pub fn add_counter(&mut self, what: &'static str, n: u64) {
+        *self.counters.entry(what).or_default() += n;
     }
 
     fn schedule(&mut self, id: SessionId) {
@@ -990,3 +1009,7 @@ mod relay_glue;
 #[cfg(test)]
 #[path = "engine_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "engine_aaa_tests.rs"]
+mod aaa_tests;

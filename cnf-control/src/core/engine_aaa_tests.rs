@@ -1,0 +1,282 @@
+//! Script tests of external (RADIUS) authorization, CoA plan change and Disconnect: the engine
+//! asks with [`Output::Authorize`], the test answers as the RADIUS adapter would, with time
+//! injected.
+
+use super::*;
+use crate::core::dhcp::tests::client_frame;
+use crate::core::licence::CapSource;
+use kbng_wire::{DhcpOp, DhcpRepr, Ipv4Packet, UdpPacket, parse_l2};
+
+const S: u64 = NS_PER_SEC;
+
+fn engine(unknown: UnknownPolicy) -> Engine {
+    let cfg = EngineConfig {
+        pools: vec![PoolConfig {
+            name: "p".into(),
+            network: Ipv4Addr::new(100, 64, 0, 0),
+            prefix_len: 24,
+            gateway: Ipv4Addr::new(100, 64, 0, 1),
+            lease_secs: 600,
+            dns: vec![],
+            exclusions: vec![],
+        }],
+        plans: HashMap::from([("gold".into(), 10), ("silver".into(), 11)]),
+        default_plan: 10,
+        captive_plan: 1,
+        unknown,
+        option82_identity: false,
+        external_auth: true,
+        pacing: PacingConfig {
+            rate_per_sec: 1000,
+            burst: 100,
+            queue: 1000,
+        },
+        max_sessions_per_line: 8,
+        quarantine_secs: 60,
+        reoffer_interval_ns: S / 2,
+    };
+    let cap = Cap {
+        max_sessions: 100,
+        source: CapSource::FreeBaseline {
+            reason: "test".into(),
+        },
+    };
+    Engine::new(cfg, cap, 0).expect("valid pools")
+}
+
+fn mac(n: u8) -> kbng_wire::MacAddr {
+    kbng_wire::MacAddr([2, 0, 0, 0, 0, n])
+}
+
+fn msg(t: DhcpMessageType, m: u8, xid: u32) -> DhcpRepr {
+    DhcpRepr::new(DhcpOp::BootRequest, t, xid, mac(m))
+}
+
+fn replies(out: &[Output]) -> Vec<DhcpRepr> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::Inject { frame, .. } => {
+                let l2 = parse_l2(frame).unwrap();
+                let ip = Ipv4Packet::new_checked(&frame[l2.l3_offset()..]).unwrap();
+                let udp = UdpPacket::new_checked(ip.payload()).unwrap();
+                Some(DhcpRepr::parse(udp.payload()).unwrap())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn counter(e: &Engine, what: &str) -> u64 {
+    e.counters()
+        .iter()
+        .find(|(k, _)| *k == what)
+        .map_or(0, |(_, v)| *v)
+}
+
+/// A DISCOVER from MAC `m` at `t` seconds; returns the session id the engine asks about.
+fn discover(e: &mut Engine, m: u8, t: u64) -> SessionId {
+    let out = e.handle_dhcp(
+        0,
+        0,
+        &client_frame(&msg(DhcpMessageType::Discover, m, 1), None),
+        t * S,
+    );
+    assert!(replies(&out).is_empty(), "no OFFER before the answer");
+    let asks: Vec<_> = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::Authorize { id, identity } => Some((*id, identity.mac)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(asks.len(), 1, "{out:?}");
+    assert_eq!(asks[0].1, mac(m).0);
+    asks[0].0
+}
+
+/// The answer at `t` seconds, then the client's REQUEST for what was offered; returns the ACK's
+/// outputs.
+fn answer_and_bind(e: &mut Engine, id: SessionId, r: AuthOutcome, t: u64, m: u8) -> Vec<Output> {
+    let out = e.auth_result(id, r, t * S);
+    let offer = replies(&out).pop().expect("an OFFER after the answer");
+    assert_eq!(offer.message_type, DhcpMessageType::Offer);
+    let mut req = msg(DhcpMessageType::Request, m, 2);
+    req.requested_ip = Some(offer.yiaddr);
+    req.server_id = offer.server_id;
+    let out = e.handle_dhcp(0, 0, &client_frame(&req, None), t * S);
+    assert_eq!(
+        replies(&out).pop().map(|r| r.message_type),
+        Some(DhcpMessageType::Ack)
+    );
+    out
+}
+
+fn installed(out: &[Output]) -> Option<DpSession> {
+    out.iter().find_map(|o| match o {
+        Output::Program {
+            op: ProgramOp::Install(d),
+            ..
+        } => Some(*d),
+        _ => None,
+    })
+}
+
+#[test]
+fn accept_installs_the_plan_named_by_the_server_and_starts_accounting() {
+    let mut e = engine(UnknownPolicy::Captive);
+    let id = discover(&mut e, 1, 1);
+    let out = answer_and_bind(
+        &mut e,
+        id,
+        AuthOutcome::Accept {
+            plan: Some("silver".into()),
+        },
+        2,
+        1,
+    );
+    let d = installed(&out).expect("installed");
+    assert_eq!((d.id, d.plan_id, d.captive), (id, 11, false));
+    assert!(out.iter().any(|o| matches!(
+        o,
+        Output::Accounting {
+            kind: AcctKind::Start,
+            ..
+        }
+    )));
+    assert_eq!(counter(&e, "authorization accepted"), 1);
+}
+
+#[test]
+fn accept_without_a_plan_takes_the_default() {
+    let mut e = engine(UnknownPolicy::Captive);
+    let id = discover(&mut e, 1, 1);
+    let out = answer_and_bind(&mut e, id, AuthOutcome::Accept { plan: None }, 1, 1);
+    assert_eq!(installed(&out).map(|d| d.plan_id), Some(10));
+}
+
+#[test]
+fn reject_is_captive_under_the_captive_policy() {
+    let mut e = engine(UnknownPolicy::Captive);
+    let id = discover(&mut e, 4, 1);
+    let out = answer_and_bind(&mut e, id, AuthOutcome::Reject, 1, 4);
+    let d = installed(&out).expect("installed captive");
+    assert_eq!((d.plan_id, d.captive), (1, true));
+    assert_eq!(counter(&e, "authorization rejected"), 1);
+}
+
+#[test]
+fn reject_drops_the_subscriber_and_frees_the_address_under_the_reject_policy() {
+    let mut e = engine(UnknownPolicy::Reject);
+    let id = discover(&mut e, 4, 1);
+    let held = e.session(id).and_then(|s| s.state.ip()).expect("reserved");
+    let out = e.auth_result(id, AuthOutcome::Reject, S);
+    assert!(
+        replies(&out).is_empty(),
+        "no OFFER to a rejected subscriber"
+    );
+    assert_eq!(e.sessions_len(), 0);
+    // The address went back to the pool: the same subscriber, accepted later, gets it again
+    // (an address still held could not be handed out).
+    let id2 = discover(&mut e, 4, 2);
+    let out = answer_and_bind(&mut e, id2, AuthOutcome::Accept { plan: None }, 2, 4);
+    assert_eq!(installed(&out).map(|d| d.ip), Some(held));
+}
+
+#[test]
+fn unreachable_servers_follow_the_unknown_policy_and_are_counted_apart() {
+    let mut e = engine(UnknownPolicy::Captive);
+    let id = discover(&mut e, 6, 1);
+    let out = answer_and_bind(&mut e, id, AuthOutcome::Unreachable, 9, 6);
+    assert_eq!(installed(&out).map(|d| d.captive), Some(true));
+    assert_eq!(counter(&e, "authorization unreachable"), 1);
+    assert_eq!(counter(&e, "authorization rejected"), 0);
+}
+
+#[test]
+fn no_answer_times_out_and_a_late_answer_changes_nothing() {
+    let mut e = engine(UnknownPolicy::Captive);
+    let id = discover(&mut e, 7, 1);
+    assert!(e.tick(10 * S).is_empty(), "9 s in: still waiting");
+    assert_eq!(e.sessions_len(), 1);
+    e.tick(11 * S);
+    assert_eq!(e.sessions_len(), 0, "timed out after 10 s");
+    let out = e.auth_result(id, AuthOutcome::Accept { plan: None }, 12 * S);
+    assert!(out.is_empty());
+    assert_eq!(counter(&e, "late authorization ignored"), 1);
+    // The client's next DISCOVER starts a fresh attempt.
+    let id2 = discover(&mut e, 7, 13);
+    assert_ne!(id, id2);
+}
+
+#[test]
+fn a_second_answer_for_a_bound_session_is_ignored() {
+    let mut e = engine(UnknownPolicy::Captive);
+    let id = discover(&mut e, 1, 1);
+    answer_and_bind(&mut e, id, AuthOutcome::Accept { plan: None }, 1, 1);
+    let out = e.auth_result(id, AuthOutcome::Reject, 2 * S);
+    assert!(out.is_empty(), "{out:?}");
+    assert_eq!(e.session(id).map(|s| s.state.name()), Some("active"));
+}
+
+#[test]
+fn coa_changes_the_plan_of_a_live_session() {
+    let mut e = engine(UnknownPolicy::Captive);
+    let id = discover(&mut e, 1, 1);
+    answer_and_bind(
+        &mut e,
+        id,
+        AuthOutcome::Accept {
+            plan: Some("gold".into()),
+        },
+        1,
+        1,
+    );
+    let out = e.change_plan(id, "silver", 5 * S).expect("known plan");
+    assert!(out.iter().any(|o| matches!(
+        o,
+        Output::Program {
+            op: ProgramOp::Modify {
+                plan_id: 11,
+                captive: false,
+                ..
+            },
+            ..
+        }
+    )));
+    assert!(out.iter().any(|o| matches!(o, Output::Persist(_))));
+    assert_eq!(e.desired(0)[0].plan_id, 11);
+    assert!(e.change_plan(id, "platinum", 6 * S).is_err());
+    assert!(e.change_plan(id + 100, "gold", 6 * S).is_err());
+    assert_eq!(e.desired(0)[0].plan_id, 11, "failed changes change nothing");
+}
+
+#[test]
+fn disconnect_removes_stops_accounting_and_forgets() {
+    let mut e = engine(UnknownPolicy::Captive);
+    let id = discover(&mut e, 1, 1);
+    answer_and_bind(&mut e, id, AuthOutcome::Accept { plan: None }, 1, 1);
+    let out = e.disconnect(id, 30 * S).expect("session exists");
+    assert!(out.iter().any(|o| matches!(
+        o,
+        Output::Program {
+            op: ProgramOp::Remove(x),
+            ..
+        } if *x == id
+    )));
+    assert!(out.iter().any(|o| matches!(
+        o,
+        Output::Accounting {
+            kind: AcctKind::Stop,
+            reason: Some(EndReason::Disconnected),
+            ..
+        }
+    )));
+    assert!(
+        out.iter()
+            .any(|o| matches!(o, Output::Forget(x) if *x == id))
+    );
+    assert!(e.desired(0).is_empty());
+    e.removed(id, 31 * S);
+    assert_eq!(e.sessions_len(), 0);
+    assert!(e.disconnect(id, 32 * S).is_none(), "unknown session");
+}

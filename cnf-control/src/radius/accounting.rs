@@ -1,0 +1,328 @@
+//! Accounting (RFC 2866, Interim-Update from RFC 2869 §2.1): Start when a session binds,
+//! Interim-Update every interval (configured, or the Access-Accept's Acct-Interim-Interval),
+//! Stop with its Acct-Terminate-Cause when it ends.
+//!
+//! Octets and packets are the dataplane's per-session counters: green and yellow traffic, the
+//! part a plan delivers (red is dropped by every plan the control installs). Upstream is the
+//! NAS's input, downstream its output. A Stop fetches fresh counters, but the dataplane is
+//! removing the session at the same moment, so when the fetch finds it gone the Stop carries
+//! the last counters read (at the last interim): they may lag by up to one interval.
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+
+use kbng_api::v1 as pb;
+use kbng_wire::radius::{attr, value};
+
+use super::Req;
+use super::auth::{Subject, nas_attributes};
+use super::config::RadiusConfig;
+use crate::core::SessionId;
+use crate::core::session::{EndReason, NS_PER_SEC};
+
+/// Acct-Session-Id of session `id`: its id in hex, stable for the session's life and unique
+/// per control (ids are never reused).
+pub fn acct_session_id(id: SessionId) -> String {
+    format!("{id:016x}")
+}
+
+pub fn parse_acct_session_id(v: &[u8]) -> Option<SessionId> {
+    let s = std::str::from_utf8(v).ok()?;
+    if s.is_empty() || s.len() > 16 {
+        return None;
+    }
+    SessionId::from_str_radix(s, 16).ok()
+}
+
+/// Acct-Terminate-Cause (RFC 2866 §5.10) for why a session ended.
+pub fn terminate_cause(r: EndReason) -> u32 {
+    match r {
+        EndReason::Released => value::TERMINATE_USER_REQUEST,
+        // The lease ran out without a renewal: the subscriber went away.
+        EndReason::LeaseExpired => value::TERMINATE_LOST_CARRIER,
+        EndReason::Declined => value::TERMINATE_USER_ERROR,
+        EndReason::Disconnected => value::TERMINATE_ADMIN_RESET,
+        EndReason::OfferTimeout | EndReason::AuthTimeout | EndReason::Rejected => {
+            value::TERMINATE_NAS_REQUEST
+        }
+    }
+}
+
+/// Delivered traffic of one session.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub in_octets: u64,
+    pub in_packets: u64,
+    pub out_octets: u64,
+    pub out_packets: u64,
+}
+
+impl Counts {
+    pub fn from_proto(c: &pb::SessionCounters) -> Counts {
+        let dir = |d: Option<&pb::ColourCounters>| {
+            d.map_or((0, 0), |d| {
+                (
+                    d.green_bytes.saturating_add(d.yellow_bytes),
+                    d.green_packets.saturating_add(d.yellow_packets),
+                )
+            })
+        };
+        let (in_octets, in_packets) = dir(c.upstream.as_ref());
+        let (out_octets, out_packets) = dir(c.downstream.as_ref());
+        Counts {
+            in_octets,
+            in_packets,
+            out_octets,
+            out_packets,
+        }
+    }
+}
+
+/// A session the accounting knows, from Start (or from the store at start-up) to Stop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcctSession {
+    pub subject: Subject,
+    pub user_name: String,
+    pub ip: Ipv4Addr,
+    /// When it first bound (Unix ns): Acct-Session-Time counts from here.
+    pub bound_at_ns: u64,
+    /// 0 = no interim updates.
+    pub interim_secs: u32,
+    /// The last counters read.
+    pub last: Counts,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Start,
+    Interim,
+    Stop(EndReason),
+}
+
+fn push_u32(a: &mut Vec<(u8, Vec<u8>)>, kind: u8, v: u32) {
+    a.push((kind, v.to_be_bytes().to_vec()));
+}
+
+/// A 64-bit counter as the 32-bit attribute and, past 2^32, its gigawords (RFC 2869 §5.1).
+fn push_u64(a: &mut Vec<(u8, Vec<u8>)>, low: u8, high: u8, v: u64) {
+    let wraps = u32::try_from(v >> 32).unwrap_or(u32::MAX);
+    if wraps > 0 {
+        push_u32(a, high, wraps);
+    }
+    // The low 32 bits are the encoding.
+    push_u32(a, low, v as u32);
+}
+
+/// The Accounting-Request for `s` at `now_ns` (Unix).
+pub fn request(cfg: &RadiusConfig, s: &AcctSession, status: Status, now_ns: u64) -> Req {
+    let mut a = Vec::new();
+    let st = match status {
+        Status::Start => value::ACCT_START,
+        Status::Interim => value::ACCT_INTERIM_UPDATE,
+        Status::Stop(_) => value::ACCT_STOP,
+    };
+    push_u32(&mut a, attr::ACCT_STATUS_TYPE, st);
+    a.push((
+        attr::ACCT_SESSION_ID,
+        acct_session_id(s.subject.id).into_bytes(),
+    ));
+    a.push((attr::USER_NAME, s.user_name.clone().into_bytes()));
+    a.extend(nas_attributes(cfg, &s.subject));
+    a.push((attr::FRAMED_IP_ADDRESS, s.ip.octets().to_vec()));
+    let now_secs = now_ns / NS_PER_SEC;
+    push_u32(
+        &mut a,
+        attr::EVENT_TIMESTAMP,
+        u32::try_from(now_secs).unwrap_or(u32::MAX),
+    );
+    if status != Status::Start {
+        let secs = now_ns.saturating_sub(s.bound_at_ns) / NS_PER_SEC;
+        push_u32(
+            &mut a,
+            attr::ACCT_SESSION_TIME,
+            u32::try_from(secs).unwrap_or(u32::MAX),
+        );
+        let c = s.last;
+        push_u64(
+            &mut a,
+            attr::ACCT_INPUT_OCTETS,
+            attr::ACCT_INPUT_GIGAWORDS,
+            c.in_octets,
+        );
+        push_u64(
+            &mut a,
+            attr::ACCT_OUTPUT_OCTETS,
+            attr::ACCT_OUTPUT_GIGAWORDS,
+            c.out_octets,
+        );
+        push_u32(
+            &mut a,
+            attr::ACCT_INPUT_PACKETS,
+            u32::try_from(c.in_packets).unwrap_or(u32::MAX),
+        );
+        push_u32(
+            &mut a,
+            attr::ACCT_OUTPUT_PACKETS,
+            u32::try_from(c.out_packets).unwrap_or(u32::MAX),
+        );
+    }
+    if let Status::Stop(r) = status {
+        push_u32(&mut a, attr::ACCT_TERMINATE_CAUSE, terminate_cause(r));
+    }
+    Req::Acct {
+        session: s.subject.id,
+        attrs: a,
+    }
+}
+
+/// Read the counters of `ids` from the dataplane at `addr`. Sessions the dataplane does not
+/// hold (any more) are missing from the answer.
+pub async fn fetch_counters(addr: &str, ids: &[SessionId]) -> HashMap<SessionId, Counts> {
+    let mut out = HashMap::new();
+    let Ok(mut c) = crate::dataplane::connect(addr).await else {
+        return out;
+    };
+    for chunk in ids.chunks(1000) {
+        let ask = |ids: Vec<SessionId>| pb::GetCountersRequest {
+            session_ids: ids,
+            include_nodes: false,
+            include_workers: false,
+        };
+        match c.get_counters(ask(chunk.to_vec())).await {
+            Ok(r) => {
+                for s in &r.get_ref().sessions {
+                    out.insert(s.session_id, Counts::from_proto(s));
+                }
+            }
+            // One unknown id fails the whole request: ask one by one.
+            Err(e) if e.code() == tonic::Code::NotFound => {
+                for id in chunk {
+                    if let Ok(r) = c.get_counters(ask(vec![*id])).await {
+                        for s in &r.get_ref().sessions {
+                            out.insert(s.session_id, Counts::from_proto(s));
+                        }
+                    }
+                }
+            }
+            Err(_) => return out,
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::Line;
+    use crate::radius::auth::tests::cfg;
+    use crate::radius::client::Request;
+    use kbng_wire::radius_auth::verify_accounting_style_request;
+
+    fn session() -> AcctSession {
+        AcctSession {
+            subject: Subject {
+                id: 0x2a,
+                mac: [2, 0, 0, 0, 1, 1],
+                circuit_id: None,
+                remote_id: Some(b"cpe-7".to_vec()),
+                line: Line {
+                    dataplane: 0,
+                    port: 0,
+                    outer_vlan: 0,
+                    inner_vlan: 0,
+                },
+            },
+            user_name: "02:00:00:00:01:01".into(),
+            ip: Ipv4Addr::new(100, 64, 0, 4),
+            bound_at_ns: 1_000 * NS_PER_SEC,
+            interim_secs: 60,
+            last: Counts {
+                in_octets: (3 << 32) + 10,
+                in_packets: 20,
+                out_octets: 3000,
+                out_packets: 4,
+            },
+        }
+    }
+
+    fn u32_of(p: &kbng_wire::RadiusPacket<&[u8]>, k: u8) -> Option<u32> {
+        p.attr(k)
+            .and_then(|v| <[u8; 4]>::try_from(v).ok())
+            .map(u32::from_be_bytes)
+    }
+
+    #[test]
+    fn stop_carries_time_counters_with_gigawords_and_cause() {
+        let c = cfg();
+        let req = request(
+            &c,
+            &session(),
+            Status::Stop(EndReason::Disconnected),
+            1_090 * NS_PER_SEC,
+        );
+        let bytes = req.build(3, [0; 16], b"s3cret").unwrap();
+        let p = verify_accounting_style_request(&bytes, b"s3cret").unwrap();
+        assert_eq!(
+            p.attr(attr::ACCT_SESSION_ID),
+            Some(&b"000000000000002a"[..])
+        );
+        assert_eq!(u32_of(&p, attr::ACCT_STATUS_TYPE), Some(2));
+        assert_eq!(u32_of(&p, attr::ACCT_SESSION_TIME), Some(90));
+        assert_eq!(u32_of(&p, attr::ACCT_INPUT_OCTETS), Some(10));
+        assert_eq!(u32_of(&p, attr::ACCT_INPUT_GIGAWORDS), Some(3));
+        assert_eq!(u32_of(&p, attr::ACCT_OUTPUT_OCTETS), Some(3000));
+        assert_eq!(u32_of(&p, attr::ACCT_OUTPUT_GIGAWORDS), None);
+        assert_eq!(u32_of(&p, attr::ACCT_INPUT_PACKETS), Some(20));
+        assert_eq!(u32_of(&p, attr::ACCT_TERMINATE_CAUSE), Some(6));
+        assert_eq!(p.attr(attr::FRAMED_IP_ADDRESS), Some(&[100, 64, 0, 4][..]));
+    }
+
+    #[test]
+    fn start_has_no_counters() {
+        let req = request(&cfg(), &session(), Status::Start, 1_000 * NS_PER_SEC);
+        let bytes = req.build(1, [0; 16], b"s3cret").unwrap();
+        let p = verify_accounting_style_request(&bytes, b"s3cret").unwrap();
+        assert_eq!(u32_of(&p, attr::ACCT_STATUS_TYPE), Some(1));
+        assert_eq!(p.attr(attr::ACCT_INPUT_OCTETS), None);
+        assert_eq!(p.attr(attr::ACCT_TERMINATE_CAUSE), None);
+    }
+
+    #[test]
+    fn session_ids_round_trip() {
+        for id in [0, 1, 0x2a, u64::MAX] {
+            assert_eq!(
+                parse_acct_session_id(acct_session_id(id).as_bytes()),
+                Some(id)
+            );
+        }
+        assert_eq!(parse_acct_session_id(b""), None);
+        assert_eq!(parse_acct_session_id(b"zz"), None);
+        assert_eq!(parse_acct_session_id(b"00000000000000001"), None);
+    }
+
+    #[test]
+    fn delivered_traffic_is_green_plus_yellow() {
+        let c = pb::SessionCounters {
+            session_id: 1,
+            upstream: Some(pb::ColourCounters {
+                green_packets: 2,
+                green_bytes: 200,
+                yellow_packets: 1,
+                yellow_bytes: 100,
+                red_packets: 5,
+                red_bytes: 500,
+                dropped_packets: 5,
+            }),
+            downstream: None,
+        };
+        assert_eq!(
+            Counts::from_proto(&c),
+            Counts {
+                in_octets: 300,
+                in_packets: 3,
+                out_octets: 0,
+                out_packets: 0
+            }
+        );
+    }
+}

@@ -1,0 +1,311 @@
+//! Access-Request for a subscriber (RFC 2865) and what its answer means for the engine.
+//!
+//! MAC authentication as BNGs do it for DHCP subscribers: User-Name is the MAC (or an option 82
+//! field, per `userName`), User-Password the configured password or the User-Name again, hidden
+//! per RFC 2865 §5.2 (PAP: every RADIUS server checks it, where CHAP would need a challenge the
+//! subscriber never answered). The request names the NAS (NAS-Identifier, NAS-IP-Address), the
+//! line (NAS-Port, NAS-Port-Id, NAS-Port-Type Ethernet), the subscriber (Calling-Station-Id =
+//! MAC) and carries option 82 as the Broadband Forum's Agent-Circuit-Id and Agent-Remote-Id
+//! (RFC 4679), plus a Message-Authenticator (RFC 3579; required by servers since BlastRADIUS).
+
+use kbng_wire::RadiusAttr;
+use kbng_wire::radius::{attr, code, value, vendor};
+
+use super::Req;
+use super::config::{PlanAttribute, RadiusConfig, UserNameSource};
+use crate::core::aaa::AuthOutcome;
+use crate::core::{Line, MacAddr, SessionId};
+
+/// Who is asking, as the engine knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subject {
+    pub id: SessionId,
+    pub mac: MacAddr,
+    pub circuit_id: Option<Vec<u8>>,
+    pub remote_id: Option<Vec<u8>>,
+    pub line: Line,
+}
+
+/// The User-Name for `s` under `cfg`.
+pub fn user_name(cfg: &RadiusConfig, s: &Subject) -> String {
+    let opt82 = match cfg.user_name {
+        UserNameSource::Mac => None,
+        UserNameSource::CircuitId => s.circuit_id.as_ref(),
+        UserNameSource::RemoteId => s.remote_id.as_ref(),
+    };
+    match opt82 {
+        Some(v) if !v.is_empty() => String::from_utf8_lossy(v).into_owned(),
+        _ => cfg.mac_format.format(&s.mac),
+    }
+}
+
+/// NAS-Port-Id: dataplane, port and VLANs, e.g. `dp0/port0:100.200`.
+pub fn nas_port_id(line: &Line) -> String {
+    let mut s = format!("dp{}/port{}", line.dataplane, line.port);
+    if line.outer_vlan != 0 {
+        s.push_str(&format!(":{}", line.outer_vlan));
+        if line.inner_vlan != 0 {
+            s.push_str(&format!(".{}", line.inner_vlan));
+        }
+    }
+    s
+}
+
+/// The DSL-Forum vendor attribute value (vendor id, type, length, value; RFC 2865 §5.26).
+fn dsl_forum(kind: u8, v: &[u8]) -> Option<(u8, Vec<u8>)> {
+    let v = &v[..v.len().min(245)];
+    let len = u8::try_from(v.len() + 2).ok()?;
+    let mut out = vendor::DSL_FORUM.to_be_bytes().to_vec();
+    out.push(kind);
+    out.push(len);
+    out.extend_from_slice(v);
+    Some((attr::VENDOR_SPECIFIC, out))
+}
+
+/// Attributes that name the NAS, shared by Access- and Accounting-Requests.
+pub fn nas_attributes(cfg: &RadiusConfig, s: &Subject) -> Vec<(u8, Vec<u8>)> {
+    let mut a = vec![(attr::NAS_IDENTIFIER, cfg.nas_identifier.as_bytes().to_vec())];
+    if let Some(ip) = cfg.nas_ip {
+        a.push((attr::NAS_IP_ADDRESS, ip.octets().to_vec()));
+    }
+    a.push((attr::NAS_PORT, s.line.port.to_be_bytes().to_vec()));
+    a.push((
+        attr::NAS_PORT_TYPE,
+        value::NAS_PORT_TYPE_ETHERNET.to_be_bytes().to_vec(),
+    ));
+    a.push((attr::NAS_PORT_ID, nas_port_id(&s.line).into_bytes()));
+    a.push((
+        attr::CALLING_STATION_ID,
+        cfg.mac_format.format(&s.mac).into_bytes(),
+    ));
+    if let Some(c) = &s.circuit_id {
+        a.extend(dsl_forum(vendor::AGENT_CIRCUIT_ID, c));
+    }
+    if let Some(r) = &s.remote_id {
+        a.extend(dsl_forum(vendor::AGENT_REMOTE_ID, r));
+    }
+    a
+}
+
+/// The Access-Request for `s`.
+pub fn access_request(cfg: &RadiusConfig, s: &Subject) -> Req {
+    let name = user_name(cfg, s);
+    let password = cfg.password.clone().unwrap_or_else(|| name.clone());
+    let mut attrs = vec![(
+        attr::SERVICE_TYPE,
+        value::SERVICE_TYPE_FRAMED.to_be_bytes().to_vec(),
+    )];
+    attrs.extend(nas_attributes(cfg, s));
+    Req::Auth {
+        session: s.id,
+        user_name: name,
+        password: password.into_bytes(),
+        attrs,
+    }
+}
+
+/// The plan name carried in `attrs` per `which`, as text.
+pub fn plan_of(which: PlanAttribute, attrs: &[(u8, Vec<u8>)]) -> Option<String> {
+    let raw = match which {
+        PlanAttribute::FilterId => attrs.iter().find(|(k, _)| *k == attr::FILTER_ID),
+        PlanAttribute::Class => attrs.iter().find(|(k, _)| *k == attr::CLASS),
+        PlanAttribute::Vendor {
+            vendor_id,
+            vendor_type,
+        } => {
+            return attrs
+                .iter()
+                .filter(|(k, _)| *k == attr::VENDOR_SPECIFIC)
+                .filter_map(|(kind, value)| RadiusAttr { kind: *kind, value }.as_vendor().ok())
+                .filter(|(v, _)| *v == vendor_id)
+                .find_map(|(_, subs)| {
+                    subs.map_while(Result::ok)
+                        .find(|s| s.kind == vendor_type)
+                        .map(|s| text(s.value))
+                });
+        }
+    };
+    raw.map(|(_, v)| text(v))
+}
+
+fn text(v: &[u8]) -> String {
+    String::from_utf8_lossy(v)
+        .trim_end_matches('\0')
+        .to_string()
+}
+
+/// What an answer (already verified) means: the outcome, and an Acct-Interim-Interval if the
+/// server set one.
+pub fn outcome(
+    cfg: &RadiusConfig,
+    answer_code: u8,
+    attrs: &[(u8, Vec<u8>)],
+) -> (AuthOutcome, Option<u32>) {
+    match answer_code {
+        code::ACCESS_ACCEPT => {
+            let interim = attrs
+                .iter()
+                .find(|(k, _)| *k == attr::ACCT_INTERIM_INTERVAL)
+                .and_then(|(_, v)| <[u8; 4]>::try_from(v.as_slice()).ok())
+                .map(u32::from_be_bytes);
+            (
+                AuthOutcome::Accept {
+                    plan: plan_of(cfg.plan_attribute, attrs),
+                },
+                interim,
+            )
+        }
+        // Access-Challenge asks for an exchange a DHCP subscriber cannot have.
+        _ => (AuthOutcome::Reject, None),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::radius::client::Request;
+    use crate::radius::config::{MacFormat, Secret, Server};
+    use kbng_wire::RadiusPacket;
+    use kbng_wire::radius_auth::{unhide_user_password, verify_message_authenticator};
+    use std::net::Ipv4Addr;
+    use std::time::Duration;
+
+    pub(crate) fn cfg() -> RadiusConfig {
+        RadiusConfig {
+            servers: vec![Server {
+                auth: "127.0.0.1:1812".parse().unwrap(),
+                acct: "127.0.0.1:1813".parse().unwrap(),
+                secret: Secret(b"s3cret".to_vec()),
+            }],
+            timeout: Duration::from_secs(1),
+            retries: 2,
+            nas_identifier: "kbng-test".into(),
+            nas_ip: Some(Ipv4Addr::new(192, 0, 2, 9)),
+            user_name: UserNameSource::Mac,
+            mac_format: MacFormat::Colon,
+            password: None,
+            plan_attribute: PlanAttribute::FilterId,
+            accounting: true,
+            interim_secs: 0,
+            das: None,
+        }
+    }
+
+    fn subject() -> Subject {
+        Subject {
+            id: 5,
+            mac: [2, 0, 0, 0, 1, 1],
+            circuit_id: Some(b"eth0/1:100".to_vec()),
+            remote_id: None,
+            line: Line {
+                dataplane: 0,
+                port: 1,
+                outer_vlan: 100,
+                inner_vlan: 0,
+            },
+        }
+    }
+
+    #[test]
+    fn access_request_carries_the_subscriber_and_the_nas() {
+        let c = cfg();
+        let req = access_request(&c, &subject());
+        let ra = [9u8; 16];
+        let bytes = req.build(17, ra, b"s3cret").unwrap();
+        let p = RadiusPacket::new_checked(&bytes[..]).unwrap();
+        assert_eq!((p.code(), p.identifier()), (code::ACCESS_REQUEST, 17));
+        assert_eq!(p.attr(attr::USER_NAME), Some(&b"02:00:00:00:01:01"[..]));
+        let pw = unhide_user_password(p.attr(attr::USER_PASSWORD).unwrap(), b"s3cret", &ra);
+        assert_eq!(pw.unwrap(), b"02:00:00:00:01:01");
+        assert_eq!(
+            p.attr(attr::CALLING_STATION_ID),
+            Some(&b"02:00:00:00:01:01"[..])
+        );
+        assert_eq!(p.attr(attr::NAS_IDENTIFIER), Some(&b"kbng-test"[..]));
+        assert_eq!(p.attr(attr::NAS_IP_ADDRESS), Some(&[192, 0, 2, 9][..]));
+        assert_eq!(p.attr(attr::NAS_PORT_TYPE), Some(&15u32.to_be_bytes()[..]));
+        assert_eq!(p.attr(attr::NAS_PORT_ID), Some(&b"dp0/port1:100"[..]));
+        assert_eq!(
+            p.vendor_attr(vendor::DSL_FORUM, vendor::AGENT_CIRCUIT_ID),
+            Some(&b"eth0/1:100"[..])
+        );
+        assert_eq!(
+            p.vendor_attr(vendor::DSL_FORUM, vendor::AGENT_REMOTE_ID),
+            None
+        );
+        assert_eq!(
+            verify_message_authenticator(&bytes, &ra, b"s3cret"),
+            Ok(true)
+        );
+    }
+
+    #[test]
+    fn user_name_from_option_82_falls_back_to_the_mac() {
+        let mut c = cfg();
+        c.user_name = UserNameSource::CircuitId;
+        assert_eq!(user_name(&c, &subject()), "eth0/1:100");
+        c.user_name = UserNameSource::RemoteId;
+        c.mac_format = MacFormat::Bare;
+        assert_eq!(user_name(&c, &subject()), "020000000101");
+    }
+
+    #[test]
+    fn plan_from_each_kind_of_attribute() {
+        let vsa = |vid: u32, t: u8, v: &[u8]| {
+            let mut b = vid.to_be_bytes().to_vec();
+            b.extend([t, v.len() as u8 + 2]);
+            b.extend_from_slice(v);
+            (attr::VENDOR_SPECIFIC, b)
+        };
+        let attrs = vec![
+            (attr::CLASS, b"silver".to_vec()),
+            vsa(9, 1, b"cisco"),
+            vsa(65000, 3, b"gold"),
+            (attr::FILTER_ID, b"bronze".to_vec()),
+        ];
+        assert_eq!(
+            plan_of(PlanAttribute::FilterId, &attrs).as_deref(),
+            Some("bronze")
+        );
+        assert_eq!(
+            plan_of(PlanAttribute::Class, &attrs).as_deref(),
+            Some("silver")
+        );
+        let v = PlanAttribute::Vendor {
+            vendor_id: 65000,
+            vendor_type: 3,
+        };
+        assert_eq!(plan_of(v, &attrs).as_deref(), Some("gold"));
+        assert_eq!(plan_of(v, &attrs[..2]), None);
+    }
+
+    #[test]
+    fn outcomes() {
+        let c = cfg();
+        let attrs = vec![
+            (attr::FILTER_ID, b"gold".to_vec()),
+            (attr::ACCT_INTERIM_INTERVAL, 60u32.to_be_bytes().to_vec()),
+        ];
+        assert_eq!(
+            outcome(&c, code::ACCESS_ACCEPT, &attrs),
+            (
+                AuthOutcome::Accept {
+                    plan: Some("gold".into())
+                },
+                Some(60)
+            )
+        );
+        assert_eq!(
+            outcome(&c, code::ACCESS_ACCEPT, &[]),
+            (AuthOutcome::Accept { plan: None }, None)
+        );
+        assert_eq!(
+            outcome(&c, code::ACCESS_REJECT, &attrs).0,
+            AuthOutcome::Reject
+        );
+        assert_eq!(
+            outcome(&c, code::ACCESS_CHALLENGE, &[]).0,
+            AuthOutcome::Reject
+        );
+    }
+}

@@ -1,0 +1,301 @@
+//! The Dynamic Authorization Server (RFC 5176): CoA-Request changes a live session's plan,
+//! Disconnect-Request ends it.
+//!
+//! - Only configured clients are heard; a request from anyone else, or whose authenticator
+//!   does not verify with that client's secret, is silently discarded and counted (§3, §5):
+//!   a NAK would need the secret the sender evidently lacks.
+//! - A session is identified by Acct-Session-Id, Framed-IP-Address, Calling-Station-Id or a
+//!   MAC User-Name (§3), all of which must match. None of them: NAK 402 Missing-Attribute; no
+//!   such session: 503 Session-Context-Not-Found; a NAS-Identifier or NAS-IP-Address that is
+//!   not ours: 403 NAS-Identification-Mismatch; a CoA without a plan: 402; a plan name the
+//!   control does not know: 407 Invalid-Attribute-Value. Other attributes are ignored.
+//! - A retransmitted request (same source, identifier and authenticator) gets the cached
+//!   answer again instead of being applied twice (RFC 5080 §2.2.2).
+//! - The engine applies the change and the answer leaves after the engine task's batch: its
+//!   store commit and dataplane programming have been issued.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kbng_wire::radius::attr;
+use kbng_wire::radius_coa::error_cause;
+use kbng_wire::{CoaKind, CoaRequest, WireError};
+use tokio::net::UdpSocket;
+use tokio::sync::{mpsc, oneshot};
+
+use super::accounting::parse_acct_session_id;
+use super::auth::plan_of;
+use super::config::{RadiusConfig, UserNameSource};
+use super::{RadiusEvent, Tally};
+use crate::core::aaa::parse_mac;
+use crate::core::engine::{Engine, Output};
+use crate::core::{MacAddr, SessionId};
+
+/// Which session a request names; every given field must match.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Selector {
+    /// `Some(None)`: an Acct-Session-Id that is not one of ours.
+    pub session_id: Option<Option<SessionId>>,
+    pub ip: Option<Ipv4Addr>,
+    pub mac: Option<MacAddr>,
+}
+
+/// A verified request, as the engine needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DasRequest {
+    pub kind: CoaKind,
+    pub selector: Selector,
+    pub plan: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DasAnswer {
+    Ack,
+    Nak(u32),
+}
+
+/// What `req` asks, or the Error-Cause to NAK it with.
+pub fn interpret(cfg: &RadiusConfig, req: &CoaRequest) -> Result<DasRequest, u32> {
+    let nas_id = req
+        .attributes
+        .iter()
+        .find(|(k, _)| *k == attr::NAS_IDENTIFIER)
+        .map(|(_, v)| v.as_slice());
+    if nas_id.is_some_and(|v| v != cfg.nas_identifier.as_bytes())
+        || matches!((req.nas_ip, cfg.nas_ip), (Some(a), Some(b)) if a != b)
+    {
+        return Err(error_cause::NAS_IDENTIFICATION_MISMATCH);
+    }
+    let text_mac = |v: &Vec<u8>| std::str::from_utf8(v).ok().and_then(parse_mac);
+    let mut mac = req.calling_station_id.as_ref().and_then(text_mac);
+    if cfg.user_name == UserNameSource::Mac {
+        mac = mac.or_else(|| req.user_name.as_ref().and_then(text_mac));
+    }
+    let selector = Selector {
+        session_id: req
+            .acct_session_id
+            .as_ref()
+            .map(|v| parse_acct_session_id(v)),
+        ip: req.framed_ip,
+        mac,
+    };
+    if selector == Selector::default() {
+        return Err(error_cause::MISSING_ATTRIBUTE);
+    }
+    let plan = plan_of(cfg.plan_attribute, &req.attributes);
+    if req.kind == CoaKind::Coa && plan.is_none() {
+        return Err(error_cause::MISSING_ATTRIBUTE);
+    }
+    Ok(DasRequest {
+        kind: req.kind,
+        selector,
+        plan,
+    })
+}
+
+/// The bound session `sel` names.
+pub fn resolve(engine: &Engine, sel: &Selector) -> Result<SessionId, u32> {
+    let not_found = error_cause::SESSION_CONTEXT_NOT_FOUND;
+    let id = match sel.session_id {
+        Some(None) => return Err(not_found),
+        Some(Some(id)) => id,
+        None => engine.find(sel.ip, sel.mac).ok_or(not_found)?,
+    };
+    let s = engine.session(id).ok_or(not_found)?;
+    let (lease, _) = s.state.bound().ok_or(not_found)?;
+    if sel.ip.is_some_and(|ip| ip != lease.ip) || sel.mac.is_some_and(|m| m != s.mac) {
+        return Err(not_found);
+    }
+    Ok(id)
+}
+
+/// Carry out `req` in the engine (the engine task calls this).
+pub fn apply(engine: &mut Engine, req: &DasRequest, now_ns: u64) -> (Vec<Output>, DasAnswer) {
+    let id = match resolve(engine, &req.selector) {
+        Ok(id) => id,
+        Err(cause) => return (vec![], DasAnswer::Nak(cause)),
+    };
+    match (req.kind, &req.plan) {
+        (CoaKind::Disconnect, _) => match engine.disconnect(id, now_ns) {
+            Some(out) => (out, DasAnswer::Ack),
+            None => (
+                vec![],
+                DasAnswer::Nak(error_cause::SESSION_CONTEXT_NOT_FOUND),
+            ),
+        },
+        (CoaKind::Coa, Some(plan)) => match engine.change_plan(id, plan, now_ns) {
+            Ok(out) => (out, DasAnswer::Ack),
+            Err(_) => (vec![], DasAnswer::Nak(error_cause::INVALID_ATTRIBUTE_VALUE)),
+        },
+        (CoaKind::Coa, None) => (vec![], DasAnswer::Nak(error_cause::MISSING_ATTRIBUTE)),
+    }
+}
+
+/// Answers kept for retransmissions.
+const DEDUP_SECS: u64 = 30;
+const DEDUP_MAX: usize = 4096;
+
+type DedupKey = (SocketAddr, u8, [u8; 16]);
+
+/// Serve on `socket` until the engine goes away.
+pub async fn serve(
+    cfg: Arc<RadiusConfig>,
+    clients: Vec<(IpAddr, Vec<u8>)>,
+    socket: UdpSocket,
+    events: mpsc::Sender<RadiusEvent>,
+) {
+    let mut buf = vec![0u8; 4096];
+    let mut seen: HashMap<DedupKey, (Instant, Vec<u8>)> = HashMap::new();
+    let mut tally = Tally::default();
+    let mut last_warn: Option<Instant> = None;
+    loop {
+        if let Some(counts) = tally.due()
+            && events.send(RadiusEvent::Counts(counts)).await.is_err()
+        {
+            return;
+        }
+        let (n, from) =
+            match tokio::time::timeout(Duration::from_secs(1), socket.recv_from(&mut buf)).await {
+                Ok(Ok(x)) => x,
+                Ok(Err(_)) | Err(_) => continue,
+            };
+        let packet = &buf[..n];
+        let Some((_, secret)) = clients.iter().find(|(a, _)| *a == from.ip()) else {
+            tally.add("DAS request from an unknown client");
+            continue;
+        };
+        let key = match packet.get(4..20) {
+            Some(a) => {
+                let mut ra = [0u8; 16];
+                ra.copy_from_slice(a);
+                (from, packet[1], ra)
+            }
+            None => {
+                tally.add("DAS malformed request");
+                continue;
+            }
+        };
+        if let Some((_, answer)) = seen.get(&key) {
+            tally.add("DAS retransmissions answered again");
+            let _ = socket.send_to(answer, from).await;
+            continue;
+        }
+        let req = match CoaRequest::parse(packet, secret) {
+            Ok(r) => r,
+            Err(WireError::BadAuthenticator) => {
+                tally.add("DAS bad authenticator");
+                // Rate-limited: anyone can send these.
+                if last_warn.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
+                    last_warn = Some(Instant::now());
+                    tracing::warn!(%from, "CoA/Disconnect with a bad authenticator discarded (wrong secret?)");
+                }
+                continue;
+            }
+            Err(_) => {
+                tally.add("DAS malformed request");
+                continue;
+            }
+        };
+        let answer = match interpret(&cfg, &req) {
+            Err(cause) => DasAnswer::Nak(cause),
+            Ok(dreq) => {
+                let (tx, rx) = oneshot::channel();
+                if events
+                    .send(RadiusEvent::Das {
+                        req: dreq,
+                        reply: tx,
+                    })
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+                match tokio::time::timeout(Duration::from_secs(5), rx).await {
+                    Ok(Ok(a)) => a,
+                    _ => DasAnswer::Nak(error_cause::RESOURCES_UNAVAILABLE),
+                }
+            }
+        };
+        let (what, bytes) = match answer {
+            DasAnswer::Ack => ("DAS ACK sent", req.ack(secret)),
+            DasAnswer::Nak(c) => ("DAS NAK sent", req.nak(Some(c), secret)),
+        };
+        tally.add(what);
+        let Ok(bytes) = bytes else {
+            tally.add("DAS answer could not be built");
+            continue;
+        };
+        tracing::info!(%from, kind = ?req.kind, ?answer, "dynamic authorization");
+        let _ = socket.send_to(&bytes, from).await;
+        if seen.len() >= DEDUP_MAX {
+            seen.retain(|_, (t, _)| t.elapsed() < Duration::from_secs(DEDUP_SECS));
+            if seen.len() >= DEDUP_MAX {
+                seen.clear();
+            }
+        }
+        seen.insert(key, (Instant::now(), bytes));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::radius::auth::tests::cfg;
+    use kbng_wire::RadiusBuilder;
+    use kbng_wire::radius::code;
+
+    fn coa(build: impl Fn(&mut RadiusBuilder)) -> CoaRequest {
+        let mut b = RadiusBuilder::dynamic_authorization_request(code::COA_REQUEST, 1).unwrap();
+        build(&mut b);
+        CoaRequest::parse(&b.finish(b"x").unwrap(), b"x").unwrap()
+    }
+
+    #[test]
+    fn identification_and_plan() {
+        let c = cfg();
+        let r = interpret(
+            &c,
+            &coa(|b| {
+                b.acct_session_id("000000000000002a").unwrap();
+                b.user_name("02:00:00:00:01:01").unwrap();
+                b.attr(attr::FILTER_ID, b"silver").unwrap();
+            }),
+        )
+        .unwrap();
+        assert_eq!(r.selector.session_id, Some(Some(42)));
+        assert_eq!(r.selector.mac, Some([2, 0, 0, 0, 1, 1]));
+        assert_eq!(r.plan.as_deref(), Some("silver"));
+    }
+
+    #[test]
+    fn naks_name_the_problem() {
+        let c = cfg();
+        let no_id = coa(|b| {
+            b.attr(attr::FILTER_ID, b"silver").unwrap();
+        });
+        assert_eq!(interpret(&c, &no_id), Err(error_cause::MISSING_ATTRIBUTE));
+        let no_plan = coa(|b| {
+            b.framed_ip_address(Ipv4Addr::new(100, 64, 0, 4)).unwrap();
+        });
+        assert_eq!(interpret(&c, &no_plan), Err(error_cause::MISSING_ATTRIBUTE));
+        let other_nas = coa(|b| {
+            b.framed_ip_address(Ipv4Addr::new(100, 64, 0, 4)).unwrap();
+            b.nas_identifier("someone-else").unwrap();
+            b.attr(attr::FILTER_ID, b"silver").unwrap();
+        });
+        assert_eq!(
+            interpret(&c, &other_nas),
+            Err(error_cause::NAS_IDENTIFICATION_MISMATCH)
+        );
+        let foreign_id = coa(|b| {
+            b.acct_session_id("not-ours").unwrap();
+            b.attr(attr::FILTER_ID, b"silver").unwrap();
+        });
+        assert_eq!(
+            interpret(&c, &foreign_id).map(|r| r.selector.session_id),
+            Ok(Some(None))
+        );
+    }
+}
