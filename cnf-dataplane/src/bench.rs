@@ -155,3 +155,91 @@ impl BenchTraffic {
         }
     }
 }
+
+/// What a run of the pipeline alone (heap buffers, no EAL) did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NoIoRun {
+    /// Packets put through the pipeline.
+    pub packets: u64,
+    /// Packets that came out on either tx frame.
+    pub forwarded: u64,
+    /// CPU time of the calling thread during the loop (schedstat), 0 if unknown.
+    pub cpu_ns: u64,
+}
+
+/// Packets per vector in [`run_no_io`]: two ports of 32, like the DPDK worker loop.
+pub const NO_IO_BURST: usize = 64;
+
+/// Run the full pipeline alone over `sessions` sessions, on heap buffers stamped by
+/// [`BenchTraffic`] (half upstream, half downstream), for at most `max_bursts` vectors and at
+/// most `max_secs` seconds. Only [`process_vector`] is the pipeline; instruction counts under
+/// callgrind are taken inside it (`--toggle-collect=*process_vector*`).
+pub fn run_no_io(sessions: u32, max_bursts: u64, max_secs: f64) -> NoIoRun {
+    use crate::meter::SrTcmProfile;
+    use crate::nodes::NodeEnv;
+    use crate::packet::{Frame, HeapBuf, Pkt};
+    use crate::pipeline::Pipeline;
+
+    let hz = 2_000_000_000;
+    let env = NodeEnv::default();
+    let mut tables = Tables::new(sessions as usize, 4, 1);
+    populate(&mut tables, sessions, hz);
+    let mut traffic = BenchTraffic::new(sessions, env.access_mac, env.uplink_mac, 1);
+    let Ok(limit) = SrTcmProfile::new(hz, 1000, 64, 0) else {
+        return NoIoRun::default();
+    };
+    let mut pipe: Pipeline<HeapBuf> = Pipeline::new(env, 0, limit, 0);
+    let mut pool: Vec<HeapBuf> = (0..4 * NO_IO_BURST)
+        .map(|_| HeapBuf::from_bytes(&[0; 64]))
+        .collect();
+    let mut rx: Box<Frame<HeapBuf>> = Box::default();
+    let mut tx_a: Box<Frame<HeapBuf>> = Box::default();
+    let mut tx_u: Box<Frame<HeapBuf>> = Box::default();
+    let start = std::time::Instant::now();
+    let cpu0 = crate::counters::thread_cpu_ns();
+    let mut run = NoIoRun::default();
+    let mut now = 0u64;
+    let mut bursts = 0u64;
+    while bursts < max_bursts && start.elapsed().as_secs_f64() < max_secs {
+        for _ in 0..100 {
+            for i in 0..NO_IO_BURST {
+                let port = if i % 2 == 0 {
+                    PortId::Access
+                } else {
+                    PortId::Uplink
+                };
+                let Some(mut b) = pool.pop() else {
+                    break;
+                };
+                b.reset(&[0; 64]);
+                traffic.stamp(&mut b, port);
+                let _ = rx.try_push(Pkt::new(b, port));
+            }
+            now += 64 * 100;
+            run.packets += rx.len() as u64;
+            process_vector(&mut pipe, &mut tables, now, &mut rx, &mut tx_a, &mut tx_u);
+            run.forwarded += (tx_a.len() + tx_u.len()) as u64;
+            pool.extend(tx_a.drain(..).map(|p| p.buf));
+            pool.extend(tx_u.drain(..).map(|p| p.buf));
+            bursts += 1;
+            if bursts >= max_bursts {
+                break;
+            }
+        }
+    }
+    run.cpu_ns = crate::counters::thread_cpu_ns().saturating_sub(cpu0);
+    run
+}
+
+/// One vector through the pipeline; not inlined, so that callgrind can count it alone.
+#[inline(never)]
+pub fn process_vector(
+    pipe: &mut crate::pipeline::Pipeline<crate::packet::HeapBuf>,
+    tables: &mut Tables,
+    now: u64,
+    rx: &mut crate::packet::Frame<crate::packet::HeapBuf>,
+    tx_a: &mut crate::packet::Frame<crate::packet::HeapBuf>,
+    tx_u: &mut crate::packet::Frame<crate::packet::HeapBuf>,
+) {
+    pipe.process(tables, now, rx, tx_a, tx_u, &mut crate::punt::NullPuntSink);
+}

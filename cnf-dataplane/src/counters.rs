@@ -8,9 +8,6 @@
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use crate::meter::Colour;
-use crate::packet::Direction;
-
 /// A single-writer counter.
 #[derive(Debug, Default)]
 pub struct Counter(AtomicU64);
@@ -114,35 +111,6 @@ impl<K: CounterKind> NodeCounters<K> {
     }
 }
 
-/// A value aligned to (and padded to a multiple of) a 64-byte cache line, so per-packet state
-/// of one session and direction never straddles two lines.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-#[repr(align(64))]
-pub struct CacheLine<T>(pub T);
-
-impl<T> std::ops::Deref for CacheLine<T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        &self.0
-    }
-}
-
-impl<T> std::ops::DerefMut for CacheLine<T> {
-    fn deref_mut(&mut self) -> &mut T {
-        &mut self.0
-    }
-}
-
-/// Per-session, per-direction colour counters (packets and bytes per colour, and drops); each
-/// direction is one cache line.
-#[derive(Debug, Default)]
-pub struct SessionCounters {
-    cells: [CacheLine<[Counter; 7]>; 2],
-}
-
-/// Index of the "dropped by the colour's action" cell.
-const DROPPED: usize = 6;
-
 /// A plain copy of a session's counters: `[direction][colour]` packets and bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SessionCounts {
@@ -164,46 +132,6 @@ impl SessionCounts {
                 self.bytes[d][c] += o.bytes[d][c];
             }
         }
-    }
-}
-
-impl SessionCounters {
-    /// Count a packet of `len` bytes with `colour` in `dir`.
-    #[inline(always)]
-    pub fn count(&self, dir: Direction, colour: Colour, len: u32) {
-        let d = &self.cells[dir as usize];
-        d[colour.index() * 2].add(1);
-        d[colour.index() * 2 + 1].add(u64::from(len));
-    }
-    /// The first counter of a direction (read only to bring its cache line in).
-    #[inline(always)]
-    pub fn first(&self, dir: usize) -> u64 {
-        self.cells.get(dir).map_or(0, |d| d[0].get())
-    }
-
-    /// Count a packet dropped by its colour's action.
-    #[inline(always)]
-    pub fn count_drop(&self, dir: Direction) {
-        self.cells[dir as usize][DROPPED].add(1);
-    }
-    /// Zero all (when a slot is (re)installed).
-    pub fn clear(&self) {
-        self.cells
-            .iter()
-            .flat_map(|d| d.0.iter())
-            .for_each(Counter::clear);
-    }
-    /// Read all.
-    pub fn read(&self) -> SessionCounts {
-        let mut s = SessionCounts::default();
-        for d in 0..2 {
-            s.dropped[d] = self.cells[d][DROPPED].get();
-            for c in 0..3 {
-                s.packets[d][c] = self.cells[d][c * 2].get();
-                s.bytes[d][c] = self.cells[d][c * 2 + 1].get();
-            }
-        }
-        s
     }
 }
 

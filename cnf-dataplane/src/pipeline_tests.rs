@@ -152,7 +152,7 @@ fn forwards_both_ways_with_tag_pop_and_push() {
         assert_eq!(r.counter("session-lookup", "downstream hit"), 1);
         assert_eq!(r.counter("ip4-rewrite", "to uplink"), 1);
         assert_eq!(r.counter("ip4-rewrite", "to access"), 1);
-        let c = r.t.sessions.counters()[3].read();
+        let c = r.t.sessions.counters().get(3).expect("slot 3").read();
         assert_eq!(c.packets, [[1, 0, 0], [1, 0, 0]]);
     }
 }
@@ -296,7 +296,7 @@ fn policer_colours_remark_and_drop_per_plan() {
         kbng_wire::checksum::checksum(&r.tx_u[3].buf.data()[14..34]),
         0
     );
-    let c = r.t.sessions.counters()[0].read();
+    let c = r.t.sessions.counters().get(0).expect("slot 0").read();
     assert_eq!(c.packets[0], [2, 2, 2]);
     assert_eq!(c.bytes[0], [100, 100, 100]);
     assert_eq!(c.dropped[0], 2);

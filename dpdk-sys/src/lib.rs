@@ -50,6 +50,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+mod cpu;
 mod eal;
 mod error;
 mod mbuf;
@@ -58,6 +59,7 @@ pub mod meter;
 mod port;
 mod queue;
 
+pub use cpu::prefetch;
 pub use eal::{Eal, ThreadRegistration, lcore_id, register_thread, socket_id, tsc, tsc_hz};
 pub use error::DpdkError;
 pub use mbuf::{Burst, Drain, MAX_BURST, Mbuf};

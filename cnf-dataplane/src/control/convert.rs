@@ -143,6 +143,7 @@ pub fn meter(at: &str, m: Option<&pb::Meter>, hz: u64) -> Result<DirPolicy, ApiE
         Ok(pb::MeterMode::Srtcm) => MeterProfile::Sr(
             SrTcmProfile::new(hz, cir, m.cbs_bytes, m.pbs_bytes).map_err(|e| match e {
                 crate::meter::MeterError::ZeroCir => bad("cir_bps", e),
+                crate::meter::MeterError::BurstTooLarge("ebs") => bad("pbs_bytes", e),
                 _ => bad("cbs_bytes", e),
             })?,
         ),
@@ -150,7 +151,8 @@ pub fn meter(at: &str, m: Option<&pb::Meter>, hz: u64) -> Result<DirPolicy, ApiE
             TrTcmProfile::new(hz, cir, pir, m.cbs_bytes, m.pbs_bytes).map_err(|e| match e {
                 crate::meter::MeterError::ZeroCir => bad("cir_bps", e),
                 crate::meter::MeterError::PirBelowCir { .. } => bad("pir_bps", e),
-                crate::meter::MeterError::ZeroBurst("pbs") => bad("pbs_bytes", e),
+                crate::meter::MeterError::ZeroBurst("pbs")
+                | crate::meter::MeterError::BurstTooLarge("pbs") => bad("pbs_bytes", e),
                 _ => bad("cbs_bytes", e),
             })?,
         ),

@@ -60,7 +60,14 @@ pub enum MeterError {
     /// The TSC frequency is zero.
     #[error("TSC frequency must be greater than zero")]
     ZeroHz,
+    /// A burst size does not fit the 32-bit token counts of the session line.
+    #[error("burst size {0} must be at most {MAX_BURST_BYTES} bytes")]
+    BurstTooLarge(&'static str),
 }
+
+/// Largest burst size (bytes) of any bucket: token counts are stored as `u32` so that a
+/// session direction's meter state and its green counters share one cache line.
+pub const MAX_BURST_BYTES: u64 = u32::MAX as u64;
 
 /// Token-bucket period and tokens per period for `rate_bytes_per_sec` on a `hz` clock; the same
 /// computation as `rte_meter_get_tb_params` (so results match DPDK bit for bit).

@@ -1,6 +1,6 @@
 //! RFC 2697 single-rate three-colour marker, colour-blind mode (RFC 2697 §3.1, §4.1).
 
-use super::{Colour, MeterError, elapsed_periods, tb_params};
+use super::{Colour, MAX_BURST_BYTES, MeterError, elapsed_periods, tb_params};
 
 /// A validated srTCM profile: CIR as (period, bytes per period) on the TSC clock, CBS, EBS.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -34,6 +34,12 @@ impl SrTcmProfile {
         if cbs_bytes == 0 && ebs_bytes == 0 {
             return Err(MeterError::ZeroBurst("cbs and ebs"));
         }
+        if cbs_bytes > MAX_BURST_BYTES {
+            return Err(MeterError::BurstTooLarge("cbs"));
+        }
+        if ebs_bytes > MAX_BURST_BYTES {
+            return Err(MeterError::BurstTooLarge("ebs"));
+        }
         let (cir_period, cir_bytes_per_period) = tb_params(hz, cir_bytes_per_sec);
         Ok(Self {
             cbs_bytes,
@@ -61,6 +67,18 @@ impl SrTcm {
             tc: profile.cbs_bytes,
             te: profile.ebs_bytes,
         }
+    }
+
+    /// Rebuild from (time, Tc, Te) as stored by [`SrTcm::parts`].
+    #[inline(always)]
+    pub fn from_parts(time: u64, tc: u64, te: u64) -> Self {
+        Self { time, tc, te }
+    }
+
+    /// (time, Tc, Te); Tc <= CBS and Te <= EBS, so both fit in `u32` (profile invariant).
+    #[inline(always)]
+    pub fn parts(&self) -> (u64, u64, u64) {
+        (self.time, self.tc, self.te)
     }
 
     /// Tokens currently in (Tc, Te), for tests and counters.

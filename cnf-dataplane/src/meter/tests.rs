@@ -104,7 +104,7 @@ fn clock_going_backwards_adds_nothing() {
 
 #[test]
 fn huge_time_gap_saturates_and_caps() {
-    let p = SrTcmProfile::new(HZ, 125_000_000, u64::MAX / 2, u64::MAX).unwrap();
+    let p = SrTcmProfile::new(HZ, 125_000_000, MAX_BURST_BYTES / 2, MAX_BURST_BYTES).unwrap();
     let mut m = SrTcm::new(&p, 0);
     let _ = m.check(&p, 0, u32::MAX);
     let _ = m.check(&p, u64::MAX, 1);
@@ -122,6 +122,17 @@ fn invalid_profiles_rejected() {
     ));
     assert!(TrTcmProfile::new(HZ, 10, 10, 0, 1).is_err());
     assert!(TrTcmProfile::new(0, 10, 10, 1, 1).is_err());
+    // Token counts are stored in 32 bits in the session line.
+    let big = MAX_BURST_BYTES + 1;
+    assert_eq!(
+        SrTcmProfile::new(HZ, 1, 1, big),
+        Err(MeterError::BurstTooLarge("ebs"))
+    );
+    assert_eq!(
+        TrTcmProfile::new(HZ, 1, 1, big, 1),
+        Err(MeterError::BurstTooLarge("cbs"))
+    );
+    assert!(SrTcmProfile::new(HZ, 1, MAX_BURST_BYTES, MAX_BURST_BYTES).is_ok());
 }
 
 proptest! {

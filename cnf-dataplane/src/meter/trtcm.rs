@@ -1,6 +1,6 @@
 //! RFC 2698 two-rate three-colour marker, colour-blind mode (RFC 2698 §3.1, §3.2).
 
-use super::{Colour, MeterError, elapsed_periods, tb_params};
+use super::{Colour, MAX_BURST_BYTES, MeterError, elapsed_periods, tb_params};
 
 /// A validated trTCM profile: CIR and PIR as (period, bytes per period), CBS, PBS.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -50,6 +50,12 @@ impl TrTcmProfile {
         if pbs_bytes == 0 {
             return Err(MeterError::ZeroBurst("pbs"));
         }
+        if cbs_bytes > MAX_BURST_BYTES {
+            return Err(MeterError::BurstTooLarge("cbs"));
+        }
+        if pbs_bytes > MAX_BURST_BYTES {
+            return Err(MeterError::BurstTooLarge("pbs"));
+        }
         let (cir_period, cir_bytes_per_period) = tb_params(hz, cir_bytes_per_sec);
         let (pir_period, pir_bytes_per_period) = tb_params(hz, pir_bytes_per_sec);
         Ok(Self {
@@ -83,6 +89,23 @@ impl TrTcm {
             tc: profile.cbs_bytes,
             tp: profile.pbs_bytes,
         }
+    }
+
+    /// Rebuild from (time of Tc, time of Tp, Tc, Tp) as stored by [`TrTcm::parts`].
+    #[inline(always)]
+    pub fn from_parts(time_tc: u64, time_tp: u64, tc: u64, tp: u64) -> Self {
+        Self {
+            time_tc,
+            time_tp,
+            tc,
+            tp,
+        }
+    }
+
+    /// (time of Tc, time of Tp, Tc, Tp); Tc <= CBS and Tp <= PBS fit in `u32`.
+    #[inline(always)]
+    pub fn parts(&self) -> (u64, u64, u64, u64) {
+        (self.time_tc, self.time_tp, self.tc, self.tp)
     }
 
     /// Tokens currently in (Tc, Tp).

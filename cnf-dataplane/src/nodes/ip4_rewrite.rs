@@ -113,11 +113,11 @@ impl Ip4RewriteNode {
                 Ip4RewriteNext::TxUplink
             }
             Direction::Down => {
-                let Some(s) = sessions.get(pkt.meta.slot) else {
+                let Some(line) = sessions.line(pkt.meta.slot, Direction::Down) else {
                     return Ip4RewriteNext::Drop(C::NoSession);
                 };
-                let k = s.key;
-                let tags: &[(u16, u16)] = match (k.outer_vid, k.inner_vid) {
+                let (mac, outer_vid, inner_vid) = line.l2();
+                let tags: &[(u16, u16)] = match (outer_vid, inner_vid) {
                     (0, _) => &[],
                     (o, 0) => &[(0x8100, o)],
                     (o, i) => &[(env.outer_tpid, o), (0x8100, i)],
@@ -132,7 +132,7 @@ impl Ip4RewriteNode {
                     return Ip4RewriteNext::Drop(C::NoHeadroom);
                 }
                 pkt.meta.l3 = want as u16;
-                write_l2(pkt.buf.data_mut(), &k.mac, &env.access_mac, tags);
+                write_l2(pkt.buf.data_mut(), &mac, &env.access_mac, tags);
                 Ip4RewriteNext::TxAccess
             }
         }

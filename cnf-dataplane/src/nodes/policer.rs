@@ -8,7 +8,7 @@
 //!
 //! Next nodes: `ip4-rewrite`, drop.
 //! Counters: see [`PolicerCounter`]; and per session and direction, packets and bytes per
-//! colour ([`crate::counters::SessionCounters`]).
+//! colour ([`crate::tables::SessionTable::count`]).
 //! Per-core state: the counters; meter buckets live in the worker's session table.
 
 use kbng_wire::Ipv4Packet;
@@ -73,35 +73,23 @@ impl PolicerNode {
         rewrite: &mut Frame<P>,
     ) {
         use PolicerCounter as C;
-        // Touch every packet's meter and counter lines first, so their misses overlap.
-        let mut sink = 0u64;
-        for pkt in input.iter() {
-            sink ^= sessions.touch_policer(pkt.meta.slot, pkt.meta.dir as usize);
-        }
-        std::hint::black_box(sink);
+        // session-lookup prefetched and read each packet's session line: it is in L1 here.
         for mut pkt in input.drain(..) {
             let slot = pkt.meta.slot;
             let dir = pkt.meta.dir;
             let l3 = usize::from(pkt.meta.l3);
             let len = u32::from(pkt.meta.ip_len);
-            let plan_slot = match sessions.get(slot) {
-                Some(s) => s.plan,
-                None => {
-                    self.counters.inc(C::NoSession);
-                    continue;
-                }
+            let Some(line) = sessions.line(slot, dir) else {
+                self.counters.inc(C::NoSession);
+                continue;
             };
-            let plan = plans.get(plan_slot);
+            let plan = plans.get(line.plan());
             let policy = match dir {
                 crate::packet::Direction::Up => &plan.up,
                 crate::packet::Direction::Down => &plan.down,
             };
-            let Some((meters, counters)) = sessions.meter_mut(slot) else {
-                self.counters.inc(C::NoSession);
-                continue;
-            };
-            let colour: Colour = meters[dir as usize].check(&policy.meter, now, len);
-            counters.count(dir, colour, len);
+            let colour: Colour = line.police(&policy.meter, now, len);
+            sessions.count(slot, dir, colour, len);
             self.counters.inc(COLOUR_COUNTER[colour.index()]);
             let next = match policy.actions[colour.index()] {
                 ColourAction::Transmit => PolicerNext::Ip4Rewrite,
@@ -115,7 +103,7 @@ impl PolicerNode {
                     PolicerNext::Ip4Rewrite
                 }
                 ColourAction::Drop => {
-                    counters.count_drop(dir);
+                    sessions.count_drop(slot, dir);
                     PolicerNext::Drop(C::PolicerDropped)
                 }
             };

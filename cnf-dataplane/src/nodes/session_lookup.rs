@@ -2,10 +2,12 @@
 //!
 //! Upstream packets are looked up by (access port, outer VLAN, inner VLAN, source MAC) and
 //! must carry the session's IPv4 address as their source; downstream packets are looked up by
-//! destination IPv4. The burst is resolved in two passes: the first computes every packet's
-//! hash and reads its index word, the second reads the session records. The loads of one pass
-//! are independent of each other, so the CPU overlaps their cache misses, which is what an
-//! explicit prefetch would buy (a prefetch intrinsic needs `unsafe`, forbidden in this crate).
+//! destination IPv4. The burst is resolved in three stages, VPP's dual/quad-loop idea spread
+//! over the whole vector: (1) hash every packet's key and prefetch its index bucket; (2) find
+//! the first tag match in each (now cached) bucket and prefetch that session's line for the
+//! packet's direction; (3) compare keys, check and sort. The prefetches of a stage are
+//! independent of each other, so the cache misses of the whole burst overlap instead of
+//! stalling one packet at a time; policer and rewrite then find the line in L1.
 //!
 //! Next nodes: `walled-garden` (captive sessions), `policer`, drop.
 //! Counters: see [`SessionLookupCounter`].
@@ -51,15 +53,15 @@ pub enum SessionLookupNext {
 pub struct SessionLookupNode {
     /// Counters.
     pub counters: NodeCounters<SessionLookupCounter>,
-    /// Pass-one results (hash, home index word), kept here so no burst re-zeroes 4 KiB.
-    probe: Box<[(u64, u64); FRAME_SIZE]>,
+    /// Stage-one hashes, kept here so no burst re-zeroes 2 KiB.
+    hashes: Box<[u64; FRAME_SIZE]>,
 }
 
 impl Default for SessionLookupNode {
     fn default() -> Self {
         Self {
             counters: NodeCounters::default(),
-            probe: Box::new([(0, 0); FRAME_SIZE]),
+            hashes: Box::new([0; FRAME_SIZE]),
         }
     }
 }
@@ -87,32 +89,29 @@ impl SessionLookupNode {
     ) {
         use SessionLookupCounter as C;
         use SessionLookupNext as N;
-        // Pass one: hashes and index words for the whole burst.
-        let probe = &mut *self.probe;
-        for (pkt, pr) in input.iter().zip(probe.iter_mut()) {
-            *pr = match pkt.meta.dir {
-                Direction::Up => sessions.up_probe(&up_key(pkt)),
-                Direction::Down => sessions.down_probe(pkt.meta.dst_ip),
+        let hashes = &mut *self.hashes;
+        for (pkt, h) in input.iter().zip(hashes.iter_mut()) {
+            let dir = pkt.meta.dir;
+            *h = match dir {
+                Direction::Up => sessions.up_hash(&up_key(pkt)),
+                Direction::Down => sessions.down_hash(pkt.meta.dst_ip),
             };
+            sessions.prefetch_bucket(dir, *h);
         }
-        // Pass one and a half: touch the records the home words name (see `touch_record`).
-        let mut sink = 0u32;
-        for &(_, first) in probe.iter().take(input.len()) {
-            sink ^= sessions.touch_record(first);
+        for (pkt, &h) in input.iter().zip(hashes.iter()) {
+            sessions.prefetch_line(pkt.meta.dir, h);
         }
-        std::hint::black_box(sink);
-        // Pass two: resolve against the session records, check, sort.
-        for (mut pkt, &(hash, first)) in input.drain(..).zip(probe.iter()) {
+        for (mut pkt, &hash) in input.drain(..).zip(hashes.iter()) {
             let next = match pkt.meta.dir {
-                Direction::Up => match sessions.up_find(&up_key(&pkt), hash, first) {
+                Direction::Up => match sessions.up_find(&up_key(&pkt), hash) {
                     None => N::Drop(C::NoSession),
                     Some(slot) => {
                         pkt.meta.slot = slot;
-                        match sessions.get(slot) {
-                            Some(s) if s.ipv4 != pkt.meta.src_ip => N::Drop(C::SpoofedSource),
+                        match sessions.line(slot, Direction::Up) {
+                            Some(s) if s.ipv4() != pkt.meta.src_ip => N::Drop(C::SpoofedSource),
                             Some(s) => {
                                 self.counters.inc(C::UpstreamHit);
-                                if s.captive {
+                                if s.captive() {
                                     N::WalledGarden
                                 } else {
                                     N::Policer
@@ -122,13 +121,13 @@ impl SessionLookupNode {
                         }
                     }
                 },
-                Direction::Down => match sessions.down_find(pkt.meta.dst_ip, hash, first) {
+                Direction::Down => match sessions.down_find(pkt.meta.dst_ip, hash) {
                     None => N::Drop(C::NoSessionDownstream),
                     Some(slot) => {
                         pkt.meta.slot = slot;
                         self.counters.inc(C::DownstreamHit);
-                        match sessions.get(slot) {
-                            Some(s) if s.captive => N::WalledGarden,
+                        match sessions.line(slot, Direction::Down) {
+                            Some(s) if s.captive() => N::WalledGarden,
                             Some(_) => N::Policer,
                             None => N::Drop(C::NoSessionDownstream),
                         }

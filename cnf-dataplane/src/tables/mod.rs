@@ -7,5 +7,8 @@ pub mod plan;
 pub mod session;
 
 pub use access::{AccessTable, MAX_GARDEN_RULES, MAX_GATEWAYS};
-pub use plan::{ColourAction, DirPolicy, MeterProfile, MeterState, Plan, PlanTable};
-pub use session::{Session, SessionCounterArray, SessionKey, SessionTable};
+pub use plan::{ColourAction, DirPolicy, MeterProfile, Plan, PlanTable};
+pub use session::{
+    Session, SessionCounterArray, SessionCounters, SessionKey, SessionLine, SessionTable,
+    SlotCounters,
+};

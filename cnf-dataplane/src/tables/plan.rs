@@ -1,7 +1,7 @@
 //! Subscriber plans: the meter and colour actions per direction. Plans are few (thousands at
 //! most) and small, so the table is a plain array indexed by a plan slot.
 
-use crate::meter::{Colour, SrTcm, SrTcmProfile, TrTcm, TrTcmProfile};
+use crate::meter::{SrTcmProfile, TrTcmProfile};
 
 /// What a meter's colour does to a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -32,7 +32,7 @@ pub enum MeterProfile {
 pub struct DirPolicy {
     /// The meter.
     pub meter: MeterProfile,
-    /// Action per colour, indexed by [`Colour::index`].
+    /// Action per colour, indexed by [`crate::meter::Colour::index`].
     pub actions: [ColourAction; 3],
 }
 
@@ -43,44 +43,6 @@ pub struct Plan {
     pub up: DirPolicy,
     /// Core to subscriber.
     pub down: DirPolicy,
-}
-
-/// Per-session, per-direction meter state; its kind follows the plan's profile and is reset
-/// (buckets full) when the kind changes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum MeterState {
-    /// No meter.
-    #[default]
-    Off,
-    /// srTCM buckets.
-    Sr(SrTcm),
-    /// trTCM buckets.
-    Tr(TrTcm),
-}
-
-impl MeterState {
-    /// Fresh state for a profile (buckets full at `now`).
-    pub fn new(p: &MeterProfile, now: u64) -> Self {
-        match p {
-            MeterProfile::Off => MeterState::Off,
-            MeterProfile::Sr(p) => MeterState::Sr(SrTcm::new(p, now)),
-            MeterProfile::Tr(p) => MeterState::Tr(TrTcm::new(p, now)),
-        }
-    }
-
-    /// Colour a packet; if the plan's meter kind changed since this state was made, start over.
-    #[inline(always)]
-    pub fn check(&mut self, p: &MeterProfile, now: u64, len: u32) -> Colour {
-        match (p, &mut *self) {
-            (MeterProfile::Off, _) => Colour::Green,
-            (MeterProfile::Sr(p), MeterState::Sr(m)) => m.check(p, now, len),
-            (MeterProfile::Tr(p), MeterState::Tr(m)) => m.check(p, now, len),
-            (p, s) => {
-                *s = MeterState::new(p, now);
-                s.check(p, now, len)
-            }
-        }
-    }
 }
 
 /// The plan table of one worker.

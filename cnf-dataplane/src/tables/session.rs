@@ -1,17 +1,32 @@
-//! The session table of one worker: a slot array with two indexes (upstream key and
-//! downstream IPv4), meter state and counters per slot.
+//! The session table of one worker: two cache lines per slot (one per direction), two
+//! indexes (upstream key and downstream IPv4) and cold counters.
 //!
 //! Slots are allocated by the control thread (its shadow table), which sends each worker the
 //! same commands in the same order, so a slot number means the same session everywhere and
-//! counters can be summed across workers by slot. Layout is structure-of-arrays: lookup touches
-//! the index word and the 16-byte session record; the policer touches the meter line and the
-//! counters of that direction.
+//! counters can be summed across workers by slot.
+//!
+//! Hot/cold split: a packet of one direction touches one index bucket and one
+//! [`SessionLine`], which holds everything the fast path needs for that direction: the key
+//! (compared on lookup, and the tags and MAC pushed on rewrite), the address (anti-spoofing),
+//! plan, flags, the meter state and the green packet and byte counters. Yellow, red and
+//! action-dropped counts live in a separate array touched only by out-of-profile packets.
+//! Chosen over one record per session with separate meter and counter arrays (the previous
+//! layout): that cost four to five cache lines per packet, this costs two. The price is the
+//! key stored twice and token counts limited to `u32` (bursts <= 4 GiB, checked by the meter
+//! profiles).
+//!
+//! Every field is an atomic written only by the owning worker (relaxed load and store, plain
+//! `mov`s on x86-64), so the control thread can read the counters of a line the worker is
+//! updating, without locks and without `unsafe`.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use super::index::Index;
-use super::plan::{MeterState, PlanTable};
-use crate::counters::{CacheLine, SessionCounters};
+use super::plan::{MeterProfile, PlanTable};
+use crate::counters::{Counter, SessionCounts};
+use crate::meter::{Colour, SrTcm, TrTcm};
+use crate::packet::Direction;
 
 /// Upstream session key: (access port, outer VLAN, inner VLAN, MAC). A VLAN id of 0 means
 /// "no tag" (an 802.1p priority tag is treated as untagged).
@@ -79,31 +94,337 @@ pub fn ip_hash(ip: u32, seed: u64) -> u64 {
     mix(u64::from(ip) | (1 << 40), seed)
 }
 
+/// Meter kind stored in a line (bits 16..24 of `info`).
+const KIND_OFF: u64 = 0;
+const KIND_SR: u64 = 1;
+const KIND_TR: u64 = 2;
+const KIND_SHIFT: u32 = 16;
+const FLAG_ACTIVE: u64 = 1 << 24;
+const FLAG_CAPTIVE: u64 = 1 << 25;
+
+/// One session direction: exactly one 64-byte cache line (see the module docs).
+#[derive(Debug, Default)]
+#[repr(C, align(64))]
+pub struct SessionLine {
+    /// `SessionKey::words().0`: port and MAC.
+    key: AtomicU64,
+    /// Outer VLAN << 48 | inner VLAN << 32 | IPv4 address.
+    vids_ip: AtomicU64,
+    /// Plan slot (bits 0..16), meter kind (16..24), flags (24..).
+    info: AtomicU64,
+    /// Meter: srTCM time, or trTCM time of Tc.
+    t0: AtomicU64,
+    /// Meter: trTCM time of Tp.
+    t1: AtomicU64,
+    /// Meter: first bucket (low 32 bits) and second bucket (high 32 bits).
+    tokens: AtomicU64,
+    green_packets: Counter,
+    green_bytes: Counter,
+}
+
+const _: () = assert!(std::mem::size_of::<SessionLine>() == 64);
+
+#[inline(always)]
+fn vids(outer: u16, inner: u16) -> u64 {
+    (u64::from(outer) << 16) | u64::from(inner)
+}
+
+impl SessionLine {
+    /// Does this line hold an active session with upstream key words `(key, vids)`?
+    #[inline(always)]
+    fn is_up(&self, key: u64, vids: u64) -> bool {
+        self.key.load(Relaxed) == key
+            && self.vids_ip.load(Relaxed) >> 32 == vids
+            && self.info.load(Relaxed) & FLAG_ACTIVE != 0
+    }
+
+    /// Does this line hold an active session with address `ip`?
+    #[inline(always)]
+    fn is_down(&self, ip: u32) -> bool {
+        self.vids_ip.load(Relaxed) as u32 == ip && self.info.load(Relaxed) & FLAG_ACTIVE != 0
+    }
+
+    /// The session's IPv4 address (host order).
+    #[inline(always)]
+    pub fn ipv4(&self) -> u32 {
+        self.vids_ip.load(Relaxed) as u32
+    }
+
+    /// Plan slot.
+    #[inline(always)]
+    pub fn plan(&self) -> u16 {
+        self.info.load(Relaxed) as u16
+    }
+
+    /// Captive (walled garden) session.
+    #[inline(always)]
+    pub fn captive(&self) -> bool {
+        self.info.load(Relaxed) & FLAG_CAPTIVE != 0
+    }
+
+    /// The subscriber's MAC, outer and inner VLAN ids (what rewrite pushes downstream).
+    #[inline(always)]
+    pub fn l2(&self) -> ([u8; 6], u16, u16) {
+        let k = self.key.load(Relaxed).to_be_bytes();
+        let v = self.vids_ip.load(Relaxed);
+        (
+            [k[2], k[3], k[4], k[5], k[6], k[7]],
+            (v >> 48) as u16,
+            (v >> 32) as u16,
+        )
+    }
+
+    fn session(&self) -> Session {
+        let (mac, outer_vid, inner_vid) = self.l2();
+        let info = self.info.load(Relaxed);
+        Session {
+            key: SessionKey {
+                port: (self.key.load(Relaxed) >> 56) as u8,
+                outer_vid,
+                inner_vid,
+                mac,
+            },
+            ipv4: self.ipv4(),
+            plan: info as u16,
+            captive: info & FLAG_CAPTIVE != 0,
+            active: info & FLAG_ACTIVE != 0,
+        }
+    }
+
+    /// Store a session's identity, keeping the meter kind.
+    fn store(&self, s: &Session) {
+        let (key, _) = s.key.words();
+        self.key.store(key, Relaxed);
+        self.vids_ip.store(
+            (vids(s.key.outer_vid, s.key.inner_vid) << 32) | u64::from(s.ipv4),
+            Relaxed,
+        );
+        let kind = self.info.load(Relaxed) & (0xff << KIND_SHIFT);
+        let mut info = u64::from(s.plan) | kind;
+        if s.active {
+            info |= FLAG_ACTIVE;
+        }
+        if s.captive {
+            info |= FLAG_CAPTIVE;
+        }
+        self.info.store(info, Relaxed);
+    }
+
+    fn set_active(&self, on: bool) {
+        let i = self.info.load(Relaxed);
+        let i = if on {
+            i | FLAG_ACTIVE
+        } else {
+            i & !FLAG_ACTIVE
+        };
+        self.info.store(i, Relaxed);
+    }
+
+    fn set_kind(&self, kind: u64) {
+        let i = self.info.load(Relaxed) & !(0xff << KIND_SHIFT);
+        self.info.store(i | (kind << KIND_SHIFT), Relaxed);
+    }
+
+    #[inline(always)]
+    fn kind(&self) -> u64 {
+        (self.info.load(Relaxed) >> KIND_SHIFT) & 0xff
+    }
+
+    #[inline(always)]
+    fn store_tokens(&self, a: u64, b: u64) {
+        // Tokens never exceed the profile's burst sizes, which are <= u32::MAX.
+        self.tokens.store((a & 0xffff_ffff) | (b << 32), Relaxed);
+    }
+
+    /// Buckets full at `now` for profile `p` (plan installed or changed).
+    fn reset_meter(&self, p: &MeterProfile, now: u64) {
+        match p {
+            MeterProfile::Off => self.set_kind(KIND_OFF),
+            MeterProfile::Sr(p) => {
+                let (t, tc, te) = SrTcm::new(p, now).parts();
+                self.t0.store(t, Relaxed);
+                self.store_tokens(tc, te);
+                self.set_kind(KIND_SR);
+            }
+            MeterProfile::Tr(p) => {
+                let (t0, t1, tc, tp) = TrTcm::new(p, now).parts();
+                self.t0.store(t0, Relaxed);
+                self.t1.store(t1, Relaxed);
+                self.store_tokens(tc, tp);
+                self.set_kind(KIND_TR);
+            }
+        }
+    }
+
+    /// Colour a packet of `len` bytes at `now` with the plan's profile `p`; if the plan's meter
+    /// kind changed since the state was made, start over with full buckets.
+    #[inline(always)]
+    pub fn police(&self, p: &MeterProfile, now: u64, len: u32) -> Colour {
+        let kind = self.kind();
+        match p {
+            MeterProfile::Off => Colour::Green,
+            MeterProfile::Sr(p) if kind == KIND_SR => {
+                let tok = self.tokens.load(Relaxed);
+                let mut m = SrTcm::from_parts(self.t0.load(Relaxed), tok & 0xffff_ffff, tok >> 32);
+                let c = m.check(p, now, len);
+                let (t, tc, te) = m.parts();
+                self.t0.store(t, Relaxed);
+                self.store_tokens(tc, te);
+                c
+            }
+            MeterProfile::Tr(p) if kind == KIND_TR => {
+                let tok = self.tokens.load(Relaxed);
+                let mut m = TrTcm::from_parts(
+                    self.t0.load(Relaxed),
+                    self.t1.load(Relaxed),
+                    tok & 0xffff_ffff,
+                    tok >> 32,
+                );
+                let c = m.check(p, now, len);
+                let (t0, t1, tc, tp) = m.parts();
+                self.t0.store(t0, Relaxed);
+                self.t1.store(t1, Relaxed);
+                self.store_tokens(tc, tp);
+                c
+            }
+            _ => {
+                self.reset_meter(p, now);
+                self.police(p, now, len)
+            }
+        }
+    }
+}
+
+/// Per session and direction: yellow and red packets and bytes, and action drops; touched only
+/// by packets that are not green.
+#[derive(Debug, Default)]
+pub struct ColdCounters {
+    cells: [[Counter; 5]; 2],
+}
+
+const DROPPED: usize = 4;
+
+/// A worker's per-session counters, shared with the control thread (read side).
+pub type SessionCounterArray = Arc<SessionCounters>;
+
+/// The read side of a worker's per-session counters: its session lines and cold counters.
+#[derive(Debug)]
+pub struct SessionCounters {
+    lines: Arc<[SessionLine]>,
+    cold: Arc<[ColdCounters]>,
+}
+
+/// The counters of one slot.
+#[derive(Debug, Clone, Copy)]
+pub struct SlotCounters<'a> {
+    lines: [&'a SessionLine; 2],
+    cold: &'a ColdCounters,
+}
+
+/// Count a packet of `len` bytes coloured `colour` in slot `slot` (single writer).
+#[inline(always)]
+fn count(
+    lines: &[SessionLine],
+    cold: &[ColdCounters],
+    slot: u32,
+    dir: Direction,
+    colour: Colour,
+    len: u32,
+) {
+    match colour {
+        Colour::Green => {
+            if let Some(l) = lines.get(slot as usize * 2 + dir as usize) {
+                l.green_packets.add(1);
+                l.green_bytes.add(u64::from(len));
+            }
+        }
+        Colour::Yellow | Colour::Red => {
+            let at = if colour == Colour::Yellow { 0 } else { 2 };
+            if let Some(c) = cold.get(slot as usize) {
+                let d = &c.cells[dir as usize];
+                d[at].add(1);
+                d[at + 1].add(u64::from(len));
+            }
+        }
+    }
+}
+
+impl SessionCounters {
+    /// Zeroed counters for `slots` slots, not attached to a table (for tests of readers; a
+    /// worker's come from [`SessionTable::counters`]).
+    pub fn new(slots: usize) -> SessionCounterArray {
+        Arc::new(Self {
+            lines: (0..slots * 2).map(|_| SessionLine::default()).collect(),
+            cold: (0..slots).map(|_| ColdCounters::default()).collect(),
+        })
+    }
+
+    /// Count a packet as the owning worker does (only the single writer may call this).
+    pub fn count(&self, slot: u32, dir: Direction, colour: Colour, len: u32) {
+        count(&self.lines, &self.cold, slot, dir, colour, len);
+    }
+
+    /// The counters of a slot (`None` out of range).
+    pub fn get(&self, slot: usize) -> Option<SlotCounters<'_>> {
+        Some(SlotCounters {
+            lines: [self.lines.get(slot * 2)?, self.lines.get(slot * 2 + 1)?],
+            cold: self.cold.get(slot)?,
+        })
+    }
+
+    /// Number of slots.
+    pub fn len(&self) -> usize {
+        self.cold.len()
+    }
+
+    /// No slots (never: tables have at least one).
+    pub fn is_empty(&self) -> bool {
+        self.cold.is_empty()
+    }
+}
+
+impl SlotCounters<'_> {
+    /// Read all counts of the slot.
+    pub fn read(&self) -> SessionCounts {
+        let mut out = SessionCounts::default();
+        for (d, line) in self.lines.iter().enumerate() {
+            let c = &self.cold.cells[d];
+            out.packets[d] = [line.green_packets.get(), c[0].get(), c[2].get()];
+            out.bytes[d] = [line.green_bytes.get(), c[1].get(), c[3].get()];
+            out.dropped[d] = c[DROPPED].get();
+        }
+        out
+    }
+}
+
 /// The session table of one worker.
 #[derive(Debug)]
 pub struct SessionTable {
-    sessions: Box<[Session]>,
-    meters: Box<[[CacheLine<MeterState>; 2]]>,
+    /// `[slot * 2 + direction]`.
+    lines: Arc<[SessionLine]>,
+    cold: Arc<[ColdCounters]>,
+    view: SessionCounterArray,
     up: Index,
     down: Index,
-    counters: Arc<[SessionCounters]>,
     seed: u64,
     active: usize,
 }
-
-/// Shared view of a worker's per-session counters (read by the control thread).
-pub type SessionCounterArray = Arc<[SessionCounters]>;
 
 impl SessionTable {
     /// A table of `capacity` slots with hash `seed`.
     pub fn new(capacity: usize, seed: u64) -> Self {
         let capacity = capacity.max(1);
+        let lines: Arc<[SessionLine]> = (0..capacity * 2).map(|_| SessionLine::default()).collect();
+        let cold: Arc<[ColdCounters]> = (0..capacity).map(|_| ColdCounters::default()).collect();
         Self {
-            sessions: vec![Session::default(); capacity].into_boxed_slice(),
-            meters: vec![[CacheLine(MeterState::Off); 2]; capacity].into_boxed_slice(),
+            view: Arc::new(SessionCounters {
+                lines: Arc::clone(&lines),
+                cold: Arc::clone(&cold),
+            }),
+            lines,
+            cold,
             up: Index::with_capacity(capacity),
             down: Index::with_capacity(capacity),
-            counters: (0..capacity).map(|_| SessionCounters::default()).collect(),
             seed,
             active: 0,
         }
@@ -111,7 +432,7 @@ impl SessionTable {
 
     /// Number of slots.
     pub fn capacity(&self) -> usize {
-        self.sessions.len()
+        self.cold.len()
     }
     /// Sessions installed.
     pub fn len(&self) -> usize {
@@ -127,132 +448,140 @@ impl SessionTable {
     }
     /// Counters, shared with the control thread.
     pub fn counters(&self) -> SessionCounterArray {
-        Arc::clone(&self.counters)
+        Arc::clone(&self.view)
     }
 
     /// Memory in bytes of the whole table (all arrays), for the bytes-per-session figure.
     pub fn bytes(&self) -> usize {
-        self.capacity()
-            * (std::mem::size_of::<Session>()
-                + std::mem::size_of::<[CacheLine<MeterState>; 2]>()
-                + std::mem::size_of::<SessionCounters>())
+        self.lines.len() * std::mem::size_of::<SessionLine>()
+            + self.cold.len() * std::mem::size_of::<ColdCounters>()
             + self.up.bytes()
             + self.down.bytes()
     }
 
-    /// The session in a slot.
-    #[inline(always)]
-    pub fn get(&self, slot: u32) -> Option<&Session> {
-        self.sessions.get(slot as usize).filter(|s| s.active)
+    /// The session in a slot, decoded (control path and tests).
+    pub fn get(&self, slot: u32) -> Option<Session> {
+        self.line(slot, Direction::Up)
+            .map(SessionLine::session)
+            .filter(|s| s.active)
     }
 
-    /// Meter state and counters of a slot, for the policer.
+    /// The line of `slot` for direction `dir` (the fast path's view of a session).
     #[inline(always)]
-    pub fn meter_mut(
-        &mut self,
-        slot: u32,
-    ) -> Option<(&mut [CacheLine<MeterState>; 2], &SessionCounters)> {
-        let m = self.meters.get_mut(slot as usize)?;
-        let c = self.counters.get(slot as usize)?;
-        Some((m, c))
+    pub fn line(&self, slot: u32, dir: Direction) -> Option<&SessionLine> {
+        self.lines.get(slot as usize * 2 + dir as usize)
     }
 
-    /// Upstream index: hash and home word (pass one).
+    /// Count a packet of `len` bytes coloured `colour` (green in the hot line, others cold).
     #[inline(always)]
-    pub fn up_probe(&self, k: &SessionKey) -> (u64, u64) {
-        let h = key_hash(k, self.seed);
-        (h, self.up.word_at(self.up.home(h)))
+    pub fn count(&self, slot: u32, dir: Direction, colour: Colour, len: u32) {
+        count(&self.lines, &self.cold, slot, dir, colour, len);
     }
 
-    /// Software prefetch without `unsafe`: read the session record a home index word points
-    /// at. Called for a whole burst before resolving it, these loads are independent of each
-    /// other, so their cache misses overlap instead of stalling one packet at a time.
+    /// Count a packet dropped by its colour's action.
     #[inline(always)]
-    pub fn touch_record(&self, first: u64) -> u32 {
-        Index::candidate(first)
-            .and_then(|s| self.sessions.get(s as usize))
-            .map_or(0, |s| s.ipv4)
+    pub fn count_drop(&self, slot: u32, dir: Direction) {
+        if let Some(c) = self.cold.get(slot as usize) {
+            c.cells[dir as usize][DROPPED].add(1);
+        }
     }
 
-    /// Software prefetch of what the policer touches for `slot` in direction `dir`: the meter
-    /// state and the first counter of that direction.
+    /// Hash of a packet's lookup key: upstream key or downstream address.
     #[inline(always)]
-    pub fn touch_policer(&self, slot: u32, dir: usize) -> u64 {
-        let m = self
-            .meters
-            .get(slot as usize)
-            .and_then(|m| m.get(dir))
-            .map_or(0, |m| u64::from(matches!(**m, MeterState::Off)));
-        let c = self.counters.get(slot as usize).map_or(0, |c| c.first(dir));
-        m ^ c
+    pub fn up_hash(&self, k: &SessionKey) -> u64 {
+        key_hash(k, self.seed)
     }
 
-    /// Upstream index: resolve (pass two).
+    /// Hash of a downstream address.
     #[inline(always)]
-    pub fn up_find(&self, k: &SessionKey, hash: u64, first: u64) -> Option<u32> {
-        self.up.find(hash, first, |s| {
-            self.sessions
-                .get(s as usize)
-                .is_some_and(|x| x.active && x.key == *k)
+    pub fn down_hash(&self, ip: u32) -> u64 {
+        ip_hash(ip, self.seed)
+    }
+
+    fn index(&self, dir: Direction) -> &Index {
+        match dir {
+            Direction::Up => &self.up,
+            Direction::Down => &self.down,
+        }
+    }
+
+    /// Stage one of a burst lookup: prefetch the index bucket of `hash`.
+    #[inline(always)]
+    pub fn prefetch_bucket(&self, dir: Direction, hash: u64) {
+        self.index(dir).prefetch(hash);
+    }
+
+    /// Stage two: prefetch the line of the first slot whose tag matches `hash`.
+    #[inline(always)]
+    pub fn prefetch_line(&self, dir: Direction, hash: u64) {
+        if let Some(l) = self
+            .index(dir)
+            .candidate(hash)
+            .and_then(|slot| self.line(slot, dir))
+        {
+            dpdk_sys::prefetch(l);
+        }
+    }
+
+    /// Stage three, upstream: the slot of key `k` with hash `hash`.
+    #[inline(always)]
+    pub fn up_find(&self, k: &SessionKey, hash: u64) -> Option<u32> {
+        let (key, _) = k.words();
+        let v = vids(k.outer_vid, k.inner_vid);
+        self.up.find(hash, |s| {
+            self.line(s, Direction::Up).is_some_and(|l| l.is_up(key, v))
         })
     }
 
-    /// Downstream index: hash and home word.
+    /// Stage three, downstream: the slot of address `ip` with hash `hash`.
     #[inline(always)]
-    pub fn down_probe(&self, ip: u32) -> (u64, u64) {
-        let h = ip_hash(ip, self.seed);
-        (h, self.down.word_at(self.down.home(h)))
-    }
-
-    /// Downstream index: resolve.
-    #[inline(always)]
-    pub fn down_find(&self, ip: u32, hash: u64, first: u64) -> Option<u32> {
-        self.down.find(hash, first, |s| {
-            self.sessions
-                .get(s as usize)
-                .is_some_and(|x| x.active && x.ipv4 == ip)
+    pub fn down_find(&self, ip: u32, hash: u64) -> Option<u32> {
+        self.down.find(hash, |s| {
+            self.line(s, Direction::Down).is_some_and(|l| l.is_down(ip))
         })
     }
 
     /// Look up by upstream key (control path and tests).
     pub fn lookup_up(&self, k: &SessionKey) -> Option<u32> {
-        let (h, w) = self.up_probe(k);
-        self.up_find(k, h, w)
+        self.up_find(k, self.up_hash(k))
     }
 
     /// Look up by address (control path and tests).
     pub fn lookup_down(&self, ip: u32) -> Option<u32> {
-        let (h, w) = self.down_probe(ip);
-        self.down_find(ip, h, w)
+        self.down_find(ip, self.down_hash(ip))
     }
 
     /// Install or replace the session in `slot` (applied from a control command; the control
     /// thread has checked that the key and address are unique and the slot in range).
     /// Meter state restarts when the plan changes; counters restart when the slot was free.
     pub fn upsert(&mut self, slot: u32, s: Session, plans: &PlanTable, now: u64) -> bool {
-        let Some(old) = self.sessions.get(slot as usize).copied() else {
+        let (Some(up), Some(down), Some(cold)) = (
+            self.line(slot, Direction::Up),
+            self.line(slot, Direction::Down),
+            self.cold.get(slot as usize),
+        ) else {
             return false;
         };
+        let old = up.session();
+        let s = Session { active: true, ..s };
+        up.store(&s);
+        down.store(&s);
+        if !old.active {
+            for l in [up, down] {
+                l.green_packets.clear();
+                l.green_bytes.clear();
+            }
+            cold.cells.iter().flatten().for_each(Counter::clear);
+        }
+        if !old.active || old.plan != s.plan {
+            let p = plans.get(s.plan);
+            up.reset_meter(&p.up.meter, now);
+            down.reset_meter(&p.down.meter, now);
+        }
         if old.active {
             self.unindex(slot, &old);
         } else {
             self.active += 1;
-            if let Some(c) = self.counters.get(slot as usize) {
-                c.clear();
-            }
-        }
-        let s = Session { active: true, ..s };
-        if let Some(x) = self.sessions.get_mut(slot as usize) {
-            *x = s;
-        }
-        if !old.active || old.plan != s.plan {
-            let p = plans.get(s.plan);
-            if let Some(m) = self.meters.get_mut(slot as usize) {
-                *m = [
-                    CacheLine(MeterState::new(&p.up.meter, now)),
-                    CacheLine(MeterState::new(&p.down.meter, now)),
-                ];
-            }
         }
         let up_ok = self.up.insert(key_hash(&s.key, self.seed), slot);
         let down_ok = self.down.insert(ip_hash(s.ipv4, self.seed), slot);
@@ -261,15 +590,14 @@ impl SessionTable {
 
     /// Remove the session in `slot`; `false` if the slot was free.
     pub fn remove(&mut self, slot: u32) -> bool {
-        let Some(old) = self.sessions.get(slot as usize).copied() else {
+        let Some(old) = self.get(slot) else {
             return false;
         };
-        if !old.active {
-            return false;
-        }
         self.unindex(slot, &old);
-        if let Some(x) = self.sessions.get_mut(slot as usize) {
-            x.active = false;
+        for dir in [Direction::Up, Direction::Down] {
+            if let Some(l) = self.line(slot, dir) {
+                l.set_active(false);
+            }
         }
         self.active -= 1;
         true
@@ -332,8 +660,38 @@ mod tests {
 
     #[test]
     fn bytes_per_session_is_bounded() {
+        // 2 lines (128) + cold counters (80) + 2 indexes at load <= 1/2 (32).
         let t = SessionTable::new(1 << 16, 1);
         let per = t.bytes() / t.capacity();
-        assert!(per <= 400, "{per} bytes per session");
+        assert!(per <= 240, "{per} bytes per session");
+    }
+
+    #[test]
+    fn line_round_trips_the_session_and_counts() {
+        let plans = PlanTable::new(2);
+        let mut t = SessionTable::new(8, 3);
+        let mut s = sess(4001 * 7);
+        s.key.port = 3;
+        s.captive = true;
+        assert!(t.upsert(2, s, &plans, 0));
+        assert_eq!(t.get(2), Some(s));
+        let l = t.line(2, Direction::Down).expect("slot 2");
+        assert_eq!(l.l2(), (s.key.mac, s.key.outer_vid, s.key.inner_vid));
+        assert!(l.captive());
+        t.count(2, Direction::Up, Colour::Green, 100);
+        t.count(2, Direction::Down, Colour::Red, 60);
+        t.count_drop(2, Direction::Down);
+        let c = t.counters().get(2).expect("slot 2").read();
+        assert_eq!(c.packets, [[1, 0, 0], [0, 0, 1]]);
+        assert_eq!(c.bytes, [[100, 0, 0], [0, 0, 60]]);
+        assert_eq!(c.dropped, [0, 1]);
+        // Reinstalling a removed slot starts its counters over.
+        assert!(t.remove(2));
+        assert_eq!(t.get(2), None);
+        assert!(t.upsert(2, s, &plans, 0));
+        assert_eq!(
+            t.counters().get(2).map(|c| c.read().packets),
+            Some([[0; 3]; 2])
+        );
     }
 }
