@@ -311,11 +311,13 @@ impl Config {
             errors.push(e);
             Vec::new()
         });
-        let mut dedup = cores.clone();
+        // The control core may double as a worker core (see `Config::warnings`); worker
+        // cores must be distinct.
+        let mut dedup = cores.get(1..).unwrap_or_default().to_vec();
         dedup.sort_unstable();
         dedup.dedup();
-        if dedup.len() != cores.len() {
-            errors.push("--cores: a core is listed twice".into());
+        if dedup.len() + 1 < cores.len() {
+            errors.push("--cores: a worker core is listed twice".into());
         }
         if cores.len() < 2 && !cores.is_empty() {
             errors.push("--cores: need a control core and at least one worker core".into());
@@ -391,6 +393,19 @@ impl Config {
             outer_tpid,
             args,
         })
+    }
+
+    /// Start-up warnings about the configuration itself.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        if self.worker_cores.contains(&self.control_core) {
+            w.push(format!(
+                "--cores: the control core {} is also a worker core: gRPC and the punt pump \
+                 take time from that worker (acceptable for benchmarks on small machines only)",
+                self.control_core
+            ));
+        }
+        w
     }
 
     /// The EAL arguments: worker cores (the first is EAL's main lcore, which runs worker 0),

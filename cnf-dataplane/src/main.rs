@@ -214,6 +214,7 @@ fn run(cfg: Config) -> anyhow::Result<()> {
             }
         }
     }
+    warnings.extend(cfg.warnings());
     for w in &warnings {
         tracing::warn!("{w}");
         eprintln!("kbng-dataplane: WARNING: {w}");
@@ -409,6 +410,10 @@ fn run(cfg: Config) -> anyhow::Result<()> {
                 .name(format!("kbng-worker{}", w.index))
                 .spawn(move || {
                     core_affinity::set_for_current(core_affinity::CoreId { id: core });
+                    // An lcore id gives this thread the per-lcore mempool cache; without
+                    // one every mbuf alloc and free goes to the shared ring.
+                    let _lcore = dpdk_sys::register_thread()
+                        .inspect_err(|e| tracing::warn!("worker on core {core}: {e}"));
                     w.run(&mut q, &stop);
                     (w, q)
                 })
