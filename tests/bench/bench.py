@@ -1,0 +1,202 @@
+#!/usr/bin/env python3
+"""Runs every benchmark of kbng in one go and writes a JSON report and a Markdown table.
+
+  --full   the real run (minutes): writes tests/bench/results/<date>.{json,md}
+  --smoke  the same harness with tiny counts, to check the report is complete and well-formed;
+           its figures mean nothing and it writes only under --out (default: a temporary dir)
+
+Benchmarks: dataplane pipeline (cnf-dataplane/benches/pipeline.rs, ingested from its JSON),
+sessions programmed per second over gRPC (cnf-control/benches/program_rate.rs), restore of
+persisted sessions and memory per session (cnf-control/benches/restore.rs), and DHCP with
+perfdhcp against kbng and Kea 2.2 (dhcp.py). Exit status: 0 when the report is complete and
+well-formed, 1 otherwise (the problems are printed).
+"""
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, HERE)
+
+import dhcp  # noqa: E402
+import report  # noqa: E402
+
+PLANS = {
+    "full": {
+        "dataplane": {"KBNG_BENCH_SECS": "6", "KBNG_BENCH_ROUNDS": "3"},
+        "program": {"KBNG_PROGRAM_SESSIONS": "200000", "KBNG_PROGRAM_BATCHES": "100,1000,10000"},
+        "restore": {"KBNG_RESTORE_SESSIONS": "1000000"},
+        "dhcp": {"start": 500, "factor": 1.6, "steps": 9, "bisect": 2, "secs": 5,
+                 "max_rate": 60000, "subscribers": 600_000},
+    },
+    "smoke": {
+        "dataplane": {"KBNG_BENCH_SECS": "1", "KBNG_BENCH_ROUNDS": "1"},
+        "program": {"KBNG_PROGRAM_SESSIONS": "2000", "KBNG_PROGRAM_BATCHES": "500"},
+        "restore": {"KBNG_RESTORE_SESSIONS": "2000"},
+        "dhcp": {"start": 100, "factor": 2, "steps": 2, "bisect": 0, "secs": 1,
+                 "max_rate": 400, "subscribers": 5000},
+    },
+}
+
+
+def target_dir():
+    return os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
+
+
+def cargo_bench(package, bench, env, timeout):
+    """`cargo bench -p package --bench bench` with env; returns its output text."""
+    e = dict(os.environ, **env)
+    p = subprocess.run(["cargo", "bench", "-q", "-p", package, "--bench", bench],
+                       cwd=ROOT, env=e, capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        raise RuntimeError(f"cargo bench --bench {bench} failed ({p.returncode}): "
+                           f"{(p.stderr or p.stdout)[-800:]}")
+    return p.stdout
+
+
+def limit_class(text):
+    """The class a free-text limit names first; the system's own cost when it names none."""
+    head = text.split(":", 1)[0].strip().lower()
+    return head if head in report.LIMIT_CLASSES else "none"
+
+
+def dataplane_figures(plan, tmp):
+    out_dir = os.path.join(tmp, "dataplane")
+    os.makedirs(out_dir, exist_ok=True)
+    cargo_bench("kbng-dataplane", "pipeline", dict(plan, KBNG_BENCH_OUT=out_dir), 1800)
+    for cand in (os.path.join(out_dir, "latest.json"),
+                 os.path.join(target_dir(), "kbng-bench", "pipeline.json")):
+        if os.path.exists(cand):
+            with open(cand) as f:
+                raw = json.load(f)
+            break
+    else:
+        raise RuntimeError("the pipeline bench wrote no JSON (latest.json or pipeline.json)")
+    rows = raw.get("figures", [])
+    ref = next((r for r in rows if "testpmd" in r.get("figure", "")), None)
+    figs = []
+    for r in rows:
+        lb = r.get("limited_by") or ""
+        h = r.get("offered_headroom")
+        note = r.get("offered_headroom_note") or (h if isinstance(h, str) else "")
+        if h is None or isinstance(h, str):
+            h = "unbounded" if "unbounded" in note else None
+        is_ref = r is ref
+        reference = (report.no_reference("testpmd io-forward is the reference (the I/O limit)")
+                     if is_ref or ref is None else
+                     report.same_run(ref["figure"], ref.get("mpps_per_core"), r.get("mpps_per_core") or 0.0))
+        extra = {k: r.get(k) for k in ("tsc_cycles_per_packet", "ns_per_packet", "wall_mpps",
+                                       "instructions_per_packet", "bytes_per_session_per_worker",
+                                       "workers", "sessions", "samples_mpps_on_cpu")
+                 if r.get(k) is not None}
+        figs.append(report.figure("dataplane", r.get("figure"), r.get("mpps_per_core"), "Mpps/core",
+                                  limit_class(lb), lb, h, r.get("completion"), reference,
+                                  offered_note=note, **extra))
+    bps = [r for r in rows if r.get("bytes_per_session_per_worker")]
+    for r in bps:
+        figs.append(report.figure(
+            "dataplane", f"bytes of memory per session per worker ({r['figure']})",
+            r["bytes_per_session_per_worker"], "bytes/session", "none",
+            "table layout: session record, meter and counter lines, index words (per replica)",
+            1.0, 1.0, report.no_reference("a size, not a rate: no peer measured"),
+            offered_note="a measurement of state, not a rate"))
+    return figs, {k: raw.get(k) for k in ("two_worker_scaling", "targets", "pipeline_alone_callgrind",
+                                          "reference_vpp_cycles_per_packet", "method")}
+
+
+def own_bench_figures(bench, plan, tmp, timeout):
+    out = os.path.join(tmp, f"{bench}.json")
+    cargo_bench("kbng-control", bench, dict(plan, KBNG_BENCH_JSON=out), timeout)
+    with open(out) as f:
+        raw = json.load(f)
+    figs = []
+    for r in raw["figures"]:
+        lb = r.pop("limited_by")
+        name, value, unit = r.pop("figure"), r.pop("value"), r.pop("unit")
+        headroom, completion = r.pop("offered_headroom"), r.pop("completion")
+        goal = r.pop("target", None)
+        ref = (report.target("issue 4 target", goal, value) if goal
+               else report.no_reference("no peer of this figure runs on this machine"))
+        figs.append(report.figure(bench, name, value, unit, limit_class(lb), lb, headroom,
+                                  completion, ref, **r))
+    return figs
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    mode = ap.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--full", action="store_true")
+    mode.add_argument("--smoke", action="store_true")
+    ap.add_argument("--only", default="dataplane,program_rate,restore,dhcp",
+                    help="comma-separated subset of dataplane,program_rate,restore,dhcp")
+    ap.add_argument("--out", help="output directory (default: tests/bench/results for --full)")
+    args = ap.parse_args()
+    mode = "full" if args.full else "smoke"
+    plan = PLANS[mode]
+    only = set(args.only.split(","))
+    unknown = only - {"dataplane", "program_rate", "restore", "dhcp"}
+    if unknown:
+        ap.error(f"--only: unknown benchmark(s) {sorted(unknown)}")
+    if os.geteuid() != 0 and "dhcp" in only:
+        ap.error("the DHCP benchmark needs root (network namespaces)")
+
+    tmp = tempfile.mkdtemp(prefix="kbng-bench.")
+    tag = f"kbn{os.getpid() % 100000}"
+    date = datetime.datetime.now(datetime.timezone.utc)
+    rep = {"date": date.strftime("%Y-%m-%dT%H:%MZ"), "mode": mode, "commit": report.git_commit(ROOT),
+           "machine": report.machine_start(), "figures": [], "errors": [], "details": {},
+           "plan": plan}
+    started = time.time()
+    print(f"kbng bench ({mode}); scratch {tmp}", flush=True)
+    build = subprocess.run(["cargo", "build", "-q", "--release", "-p", "kbng-dataplane", "-p", "kbng-control"],
+                           cwd=ROOT, capture_output=True, text=True)
+    if build.returncode != 0:
+        rep["errors"].append(f"build failed: {build.stderr[-800:]}")
+    bins = {"dataplane": os.path.join(target_dir(), "release", "kbng-dataplane"),
+            "control": os.path.join(target_dir(), "release", "kbng-control")}
+
+    steps = [
+        ("dataplane", lambda: dataplane_figures(plan["dataplane"], tmp)),
+        ("program_rate", lambda: (own_bench_figures(
+            "program_rate", dict(plan["program"], KBNG_DATAPLANE_BIN=bins["dataplane"]), tmp, 900), None)),
+        ("restore", lambda: (own_bench_figures(
+            "restore", dict(plan["restore"], KBNG_RESTORE_DIR=tmp), tmp, 900), None)),
+        ("dhcp", lambda: dhcp.run(tmp, tag, bins, plan["dhcp"], rep["errors"])),
+    ]
+    for name, step in steps:
+        if name not in only or build.returncode != 0:
+            continue
+        print(f"== {name}", flush=True)
+        t = time.time()
+        try:
+            figs, details = step()
+            rep["figures"] += figs
+            if details:
+                rep["details"][name] = details
+        except (RuntimeError, OSError, subprocess.SubprocessError, ValueError, KeyError) as e:
+            rep["errors"].append(f"{name}: {e}")
+        print(f"   {name}: {time.time() - t:.0f} s", flush=True)
+
+    rep["machine"]["loadavg_end"] = report.loadavg()
+    rep["duration_secs"] = round(time.time() - started)
+    out = args.out or (os.path.join(HERE, "results") if mode == "full" else tmp)
+    os.makedirs(out, exist_ok=True)
+    stem = date.strftime("%Y-%m-%d") if mode == "full" else "smoke"
+    report.write(rep, os.path.join(out, f"{stem}.json"), os.path.join(out, f"{stem}.md"))
+    print(report.markdown(rep))
+    print(f"written: {out}/{stem}.json and {stem}.md")
+    bad = report.problems(rep)
+    for p in bad:
+        print(f"report problem: {p}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

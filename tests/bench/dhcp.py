@@ -1,0 +1,397 @@
+"""DHCP benchmark: perfdhcp against kbng (the real kbng-dataplane punting to the real
+kbng-control in server mode) and against Kea 2.2 (memfile, WARN logging), in one run.
+
+    kbng:  ns <tag>-cl  e0 100.64.0.2 ⇄ d0  ns <tag>-dut kbng-dataplane d1 ⇄ c0 ns <tag>-core
+                                              └ gRPC (unix socket) ─ kbng-control (host ns)
+    Kea:   ns <tag>-kc  e0 100.64.0.2 ⇄ k0 100.64.0.1  ns <tag>-kea  kea-dhcp4
+
+perfdhcp sends as a relay (giaddr 100.64.0.2) to 100.64.0.1: for kbng the dataplane answers ARP
+for that gateway and punts the DHCP to the control; for Kea it is Kea's own address on a veth.
+Kea thus gets the shorter path (kernel UDP on one veth, no dataplane), which favours Kea.
+Both use the same perfdhcp runs (same rates, periods, client counts and MAC sequences).
+
+For each server: a zero-drop search (step the rate up by a factor until an exchange is lost,
+then bisect), and one run at 10× its zero-drop rate. kbng runs the search with its in-rush
+pacing set far above any reachable rate (so pacing is not what is measured), and the overload
+run from a fresh start with pacing set to the zero-drop rate it found, as an operator would.
+"""
+
+import json
+import os
+import subprocess
+import time
+import urllib.request
+
+import perfdhcp
+import report
+
+SERVER = "100.64.0.1"
+
+
+def sh(*cmd, check=True):
+    return subprocess.run(cmd, capture_output=True, text=True, check=check).stdout
+
+
+class Topology:
+    """Namespaces named <tag>-<role>; `down` kills what runs in them and deletes them."""
+
+    def __init__(self, tag):
+        self.tag = tag
+
+    def ns(self, role):
+        return f"{self.tag}-{role}"
+
+    def inns(self, role, *cmd, check=True):
+        return sh("ip", "netns", "exec", self.ns(role), *cmd, check=check)
+
+    def add(self, role):
+        sh("ip", "netns", "add", self.ns(role))
+        self.inns(role, "ip", "link", "set", "lo", "up")
+        self.inns(role, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
+
+    def veth(self, a_role, a, b_role, b):
+        sh("ip", "link", "add", a, "netns", self.ns(a_role), "type", "veth",
+           "peer", "name", b, "netns", self.ns(b_role))
+        for role, dev in ((a_role, a), (b_role, b)):
+            self.inns(role, "ip", "link", "set", dev, "up")
+            # Checksums are left to offload on veth otherwise, and arrive wrong via af_packet.
+            self.inns(role, "ethtool", "-K", dev, "tx", "off")
+
+    def client(self, role):
+        self.inns(role, "ip", "addr", "add", "100.64.0.2/12", "dev", "e0")
+        for k in ("all", "default", "e0"):
+            self.inns(role, "sysctl", "-qw", f"net.ipv4.conf.{k}.rp_filter=0")
+
+    def mac(self, role, dev):
+        return self.inns(role, "cat", f"/sys/class/net/{dev}/address").strip()
+
+    def down(self):
+        names = [line.split()[0] for line in sh("ip", "netns", "list").splitlines() if line.strip()]
+        for n in names:
+            if not n.startswith(self.tag + "-"):
+                continue
+            for pid in sh("ip", "netns", "pids", n, check=False).split():
+                subprocess.run(["kill", "-9", pid], capture_output=True)
+            subprocess.run(["ip", "netns", "del", n], capture_output=True)
+
+
+def stop(proc, sig="-TERM", wait=5):
+    if proc is None or proc.poll() is not None:
+        return
+    subprocess.run(["kill", sig, str(proc.pid)], capture_output=True)
+    try:
+        proc.wait(timeout=wait)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+# ---------------------------------------------------------------- Kea
+
+KEA_CONFIG = {
+    "Dhcp4": {
+        "interfaces-config": {"interfaces": ["k0"], "dhcp-socket-type": "udp"},
+        "lease-database": {"type": "memfile", "persist": True, "lfc-interval": 0},
+        "multi-threading": {"enable-multi-threading": True, "thread-pool-size": 2,
+                            "packet-queue-size": 64},
+        "valid-lifetime": 3600,
+        "subnet4": [{
+            "id": 1, "subnet": "100.64.0.0/12",
+            "pools": [{"pool": "100.64.0.3 - 100.79.255.254"}],
+            "option-data": [{"name": "routers", "data": SERVER},
+                            {"name": "domain-name-servers", "data": "192.0.2.53"}],
+        }],
+        "loggers": [{"name": "kea-dhcp4", "severity": "WARN"}],
+    }
+}
+
+
+class Kea:
+    def __init__(self, tmp, tag):
+        self.topo = Topology(tag + "k")
+        self.tmp = tmp
+        self.proc = None
+        self.netns = self.topo.ns("kc")
+
+    def up(self):
+        t = self.topo
+        t.add("kc")
+        t.add("kea")
+        t.veth("kc", "e0", "kea", "k0")
+        t.client("kc")
+        t.inns("kea", "ip", "addr", "add", f"{SERVER}/12", "dev", "k0")
+        cfg = json.loads(json.dumps(KEA_CONFIG))
+        cfg["Dhcp4"]["lease-database"]["name"] = f"{self.tmp}/kea-leases.csv"
+        cfg["Dhcp4"]["loggers"][0]["output_options"] = [{"output": f"{self.tmp}/kea.log"}]
+        with open(f"{self.tmp}/kea.json", "w") as f:
+            json.dump(cfg, f)
+        env = dict(os.environ, KEA_PIDFILE_DIR=self.tmp, KEA_LOCKFILE_DIR=self.tmp)
+        self.proc = subprocess.Popen(
+            ["ip", "netns", "exec", t.ns("kea"), "kea-dhcp4", "-c", f"{self.tmp}/kea.json"],
+            stdout=open(f"{self.tmp}/kea.out", "w"), stderr=subprocess.STDOUT, env=env)
+        time.sleep(2)
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"kea-dhcp4 exited: see {self.tmp}/kea.out")
+
+    def down(self):
+        stop(self.proc)
+        self.topo.down()
+
+
+# ---------------------------------------------------------------- kbng
+
+
+class Kbng:
+    def __init__(self, tmp, tag, bins, subscribers):
+        self.topo = Topology(tag + "b")
+        self.tmp = tmp
+        self.bins = bins
+        self.subscribers = subscribers
+        self.dp = None
+        self.ctl = None
+        self.netns = self.topo.ns("cl")
+        self.api = f"127.0.0.1:{20000 + os.getpid() % 20000}"
+        self.sock = f"{tmp}/dp.sock"
+        self.generation = 0
+
+    def up(self, pacing_rate):
+        t = self.topo
+        self.generation += 1
+        for role in ("cl", "dut", "core"):
+            t.add(role)
+        t.veth("cl", "e0", "dut", "d0")
+        t.veth("dut", "d1", "core", "c0")
+        t.client("cl")
+        c0 = t.mac("core", "c0")
+        if os.path.exists(self.sock):
+            os.unlink(self.sock)
+        self.dp = subprocess.Popen(
+            ["ip", "netns", "exec", t.ns("dut"), self.bins["dataplane"], "--cores", "0,1",
+             "--access", "net_af_packet0,iface=d0", "--uplink", "net_af_packet1,iface=d1",
+             "--no-huge", "--no-pci", "-m", "512", "--no-shconf", "--next-hop-mac", c0,
+             "--sessions", "1048576", "--plans", "16",
+             # The punt policer (10,000/s per worker by default) protects the control from
+             # floods; here it is raised so that the control, not the policer, is measured.
+             "--punt-pps", "1000000",
+             "--grpc-listen", f"unix:{self.sock}"],
+            stdout=open(f"{self.tmp}/dataplane-{self.generation}.log", "w"),
+            stderr=subprocess.STDOUT)
+        store = f"{self.tmp}/sessions-{self.generation}.redb"
+        with open(f"{self.tmp}/cap", "w") as f:
+            f.write("100000000\n")
+        cfg = f"""dataplanes: ["unix:{self.sock}"]
+pools:
+  - {{name: p0, cidr: 100.64.0.0/12, gateway: {SERVER}, leaseSecs: 3600, dns: [192.0.2.53], exclusions: [100.64.0.2/32]}}
+plans: [{{name: gold, id: 10, rateBps: 100000000}}]
+defaultPlan: gold
+unknownSubscribers: captive
+subscribersFile: {self.subscribers}
+licence: {{capFile: {self.tmp}/cap}}
+store: {store}
+apiListen: "{self.api}"
+walledGarden: {{portalUrl: "http://portal.kbng.test/login"}}
+maxSessionsPerLine: 4000000000
+pacing: {{ratePerSec: {int(pacing_rate)}, burst: {max(64, int(pacing_rate) // 10)}, queue: {max(1024, int(pacing_rate) // 2)}}}
+"""
+        with open(f"{self.tmp}/control.yaml", "w") as f:
+            f.write(cfg)
+        self.ctl = subprocess.Popen(
+            [self.bins["control"], "--config", f"{self.tmp}/control.yaml", "--log", "warn"],
+            stdout=open(f"{self.tmp}/control-{self.generation}.log", "w"),
+            stderr=subprocess.STDOUT)
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            if self.ctl.poll() is not None:
+                raise RuntimeError(f"kbng-control exited: see {self.tmp}/control-{self.generation}.log")
+            try:
+                with urllib.request.urlopen(f"http://{self.api}/v1/dataplanes", timeout=2) as r:
+                    if '"connected":true' in r.read().decode():
+                        return
+            except OSError:
+                pass
+            time.sleep(0.5)
+        raise RuntimeError("kbng-control did not connect to the dataplane within 120 s")
+
+    def counters(self):
+        try:
+            with urllib.request.urlopen(f"http://{self.api}/v1/status", timeout=5) as r:
+                return dict(json.loads(r.read().decode()).get("counters", []))
+        except (OSError, ValueError):
+            return {}
+
+    def down(self):
+        stop(self.ctl)
+        stop(self.dp, "-TERM", 10)
+        self.topo.down()
+
+
+# ---------------------------------------------------------------- the search
+
+
+class Runner:
+    """Runs perfdhcp against one server, giving every run a fresh range of client MACs."""
+
+    def __init__(self, server, name, log):
+        self.server = server
+        self.name = name
+        self.log = log
+        self.cursor = 0
+        self.runs = []
+
+    def run(self, rate, secs):
+        r, used = perfdhcp.run(self.server.netns, "e0", SERVER, rate, secs, self.cursor, self.log)
+        self.cursor += used
+        r["server"] = self.name
+        self.runs.append(r)
+        print(f"  {self.name}: rate {rate:.0f}/s for {secs}s: sent {r['discovers_sent']}, "
+              f"acked {r['acks']}, drops {r['drops']}, achieved {r['rate']}", flush=True)
+        return r
+
+
+def search(runner, plan):
+    """Highest rate with no exchange lost: multiply by plan['factor'] until a loss (or the
+    step limit), then bisect plan['bisect'] times between the last clean and the first lossy."""
+    good, bad = None, None
+    rate = plan["start"]
+    for _ in range(plan["steps"]):
+        r = runner.run(rate, plan["secs"])
+        if r["zero_drop"]:
+            good = r
+            rate *= plan["factor"]
+            if rate > plan["max_rate"]:
+                break
+        else:
+            bad = r
+            break
+    for _ in range(plan["bisect"] if good and bad else 0):
+        mid = (good["requested_rate"] + bad["requested_rate"]) / 2
+        r = runner.run(mid, plan["secs"])
+        if r["zero_drop"]:
+            good = r
+        else:
+            bad = r
+    return good, bad
+
+
+def lat(r):
+    return {k: r["exchanges"].get(k, {}).get("latency_ms") for k in ("DISCOVER-OFFER", "REQUEST-ACK")} | {
+        "perfdhcp_avg_ms": {k: r["exchanges"].get(k, {}).get("avg_ms") for k in ("DISCOVER-OFFER", "REQUEST-ACK")},
+        "perfdhcp_stddev_ms": {k: r["exchanges"].get(k, {}).get("stddev_ms") for k in ("DISCOVER-OFFER", "REQUEST-ACK")},
+    }
+
+
+def req_completion(r):
+    ra = r["exchanges"].get("REQUEST-ACK", {})
+    return (ra.get("received") or 0) / ra["sent"] if ra.get("sent") else None
+
+
+def limit_of(r, what):
+    """Where the limit sat: perfdhcp short of its requested rate is the generator's CPU."""
+    if r["offered_rate"] < 0.9 * r["requested_rate"]:
+        return ("cpu of the generator",
+                f"perfdhcp sent {r['offered_rate']:.0f}/s of {r['requested_rate']:.0f}/s requested")
+    return ("platform", f"{what}; 2 vCPUs shared with perfdhcp" + (
+        " and the dataplane's busy-polling worker" if what.startswith("kbng") else ""))
+
+
+def figures_for(name, good, bad, over, what):
+    """The zero-drop and overload figures of one server (reference filled in by the caller)."""
+    out = {}
+    if good:
+        cls, detail = limit_of(bad or good, what)
+        if bad is None:
+            cls, detail = ("generator", "the search ended (its step or rate limit) without a "
+                                        "loss: the server was not pushed to its limit")
+        out["zero_drop"] = dict(
+            name=f"{name}: zero-drop DORA rate", value=good["rate"] or 0.0, unit="DORA/s",
+            cls=cls, detail=detail + (f"; first loss at {bad['requested_rate']:.0f}/s" if bad else ""),
+            headroom=good["offered_rate"] / good["rate"] if good["rate"] else "unbounded",
+            completion=good["completion"],
+            extra={"requested_rate": good["requested_rate"], "latency_ms": lat(good), "secs": good["secs"],
+                   "request_completion": req_completion(good)})
+    if over:
+        cls, detail = limit_of(over, what)
+        out["overload"] = dict(
+            name=f"{name}: DORA rate at 10x its zero-drop rate", value=over["rate"] or 0.0,
+            unit="DORA/s", cls=cls, detail=detail,
+            headroom=over["offered_rate"] / over["rate"] if over["rate"] else "unbounded",
+            completion=over["completion"],
+            extra={"requested_rate": over["requested_rate"], "offered_rate": over["offered_rate"],
+                   "latency_ms": lat(over), "secs": over["secs"],
+                   "request_completion": req_completion(over),
+                   "completion_note": "ACKs / DISCOVERs sent; request_completion is ACKs / "
+                                      "REQUESTs sent (exchanges the server started that finished)"})
+    return out
+
+
+def run(tmp, tag, bins, plan, errors):
+    """The whole DHCP benchmark; returns (figures, raw runs)."""
+    log = f"{tmp}/perfdhcp.log"
+    res = {}
+    raw = []
+    # Known subscribers: every MAC the runs can use, admitted to the default plan (local AAA).
+    subs = f"{tmp}/subscribers.csv"
+    with open(subs, "w") as f:
+        f.write("mac,circuit_id,remote_id,plan\n")
+        for i in range(plan["subscribers"]):
+            f.write(f"{perfdhcp.mac_at(i)},,,gold\n")
+
+    kea = Kea(tmp, tag)
+    try:
+        print("DHCP: Kea 2.2 (memfile, WARN, 2 threads)", flush=True)
+        kea.up()
+        k = Runner(kea, "kea", log)
+        good, bad = search(k, plan)
+        over = k.run(10 * good["rate"], plan["secs"]) if good and good["rate"] else None
+        res["kea"] = figures_for("Kea 2.2", good, bad, over, "Kea on a veth")
+        raw += k.runs
+    except (RuntimeError, OSError, subprocess.CalledProcessError) as e:
+        errors.append(f"dhcp/kea: {e}")
+    finally:
+        kea.down()
+
+    kb = Kbng(tmp, tag, bins, subs)
+    try:
+        print("DHCP: kbng (dataplane + control, server mode)", flush=True)
+        kb.up(pacing_rate=1_000_000)
+        b = Runner(kb, "kbng", log)
+        good, bad = search(b, plan)
+        counters = kb.counters()
+        kb.down()
+        over = None
+        if good and good["rate"]:
+            kb = Kbng(tmp, tag, bins, subs)
+            kb.generation = 1
+            kb.up(pacing_rate=good["rate"])
+            b2 = Runner(kb, "kbng", log)
+            over = b2.run(10 * good["rate"], plan["secs"])
+            b.runs += b2.runs
+            counters = {"search": counters, "overload": kb.counters()}
+        res["kbng"] = figures_for("kbng", good, bad, over, "kbng dataplane + control")
+        res["kbng_counters"] = counters
+        raw += b.runs
+    except (RuntimeError, OSError, subprocess.CalledProcessError) as e:
+        errors.append(f"dhcp/kbng: {e}")
+    finally:
+        kb.down()
+
+    figs = []
+    kea_f = res.get("kea", {})
+    for key in ("kea", "kbng"):
+        for kind, f in res.get(key, {}).items():
+            if key == "kea":
+                ref = report.no_reference("Kea is the reference of this benchmark")
+            elif kind in kea_f:
+                ref = report.same_run(kea_f[kind]["name"], kea_f[kind]["value"], f["value"])
+            else:
+                ref = report.no_reference("Kea's figure is missing from this run (see errors)")
+            if key == "kbng" and kind == "overload" and "zero_drop" in res["kbng"]:
+                f["extra"]["ratio_to_own_zero_drop"] = f["value"] / res["kbng"]["zero_drop"]["value"]
+            if key == "kea" and kind == "overload" and "zero_drop" in kea_f:
+                f["extra"]["ratio_to_own_zero_drop"] = f["value"] / kea_f["zero_drop"]["value"]
+            figs.append(report.figure("dhcp", f["name"], f["value"], f["unit"], f["cls"], f["detail"],
+                                      f["headroom"], f["completion"], ref,
+                                      **f["extra"]))
+    for r in raw:
+        r.pop("exchanges", None)
+    return figs, {"runs": raw, "kbng_counters": res.get("kbng_counters")}
