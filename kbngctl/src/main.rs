@@ -8,6 +8,7 @@ mod client;
 mod licence;
 mod plans;
 mod sessions;
+mod status;
 mod subscribers;
 
 use std::process::ExitCode;
@@ -40,6 +41,8 @@ enum Command {
     Subscribers(subscribers::SubscribersCommand),
     /// Plans with their rates and sessions.
     Plans(plans::PlansArgs),
+    /// Sessions, licence, dataplanes (NUMA, cores, ports) and drops by reason at a glance.
+    Status(status::StatusArgs),
 }
 
 fn main() -> ExitCode {
@@ -52,6 +55,7 @@ fn main() -> ExitCode {
         Command::Sessions(cmd) => sessions::run(&cli.server, cmd),
         Command::Subscribers(cmd) => subscribers::run(&cli.server, cmd),
         Command::Plans(args) => plans::run(&cli.server, args),
+        Command::Status(args) => status::run(&cli.server, args),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,126 @@
+//! `kbngctl status`: one screen of the running BNG: sessions (active, captive, by plan), the
+//! licence, each dataplane (NUMA node, cores, ports) and its drops by reason.
+
+use std::process::ExitCode;
+
+use clap::Args;
+use serde_json::Value;
+
+use crate::client::{Client, Output, ServerArgs, block_on};
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    #[arg(short, long, value_enum, default_value_t = Output::Table)]
+    output: Output,
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::Null => "-".into(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+pub fn run(server: &ServerArgs, args: StatusArgs) -> anyhow::Result<ExitCode> {
+    let c = Client::new(server)?;
+    block_on(async move {
+        let mut v = c.get("/v1/status").await?;
+        let n = v["dataplanes"].as_array().map_or(0, Vec::len);
+        let mut drops = Vec::new();
+        for i in 0..n {
+            // Node counters need the dataplane; the rest of the status stands without them.
+            let d = c
+                .get(&format!("/v1/dataplanes/{i}/counters"))
+                .await
+                .unwrap_or_else(|e| serde_json::json!({ "error": format!("{e:#}") }));
+            drops.push(d);
+        }
+        if args.output == Output::Json {
+            v["nodeCounters"] = drops.into();
+            println!("{}", serde_json::to_string_pretty(&v)?);
+            return Ok(ExitCode::SUCCESS);
+        }
+        let s = &v["sessions"];
+        println!(
+            "sessions: {} active, {} captive, {} in all",
+            text(&s["active"]),
+            text(&s["captive"]),
+            text(&s["total"])
+        );
+        if let Some(by) = v["sessionsByPlan"].as_object() {
+            let plans: Vec<String> = by.iter().map(|(k, n)| format!("{k} {n}")).collect();
+            println!("  by plan: {}", plans.join(", "));
+        }
+        let l = &v["licence"];
+        println!(
+            "licence: cap {} from {} ({}{})",
+            text(&l["cap"]),
+            text(&l["source"]),
+            text(&l["reason"]),
+            l["daysRemaining"]
+                .as_i64()
+                .map_or(String::new(), |d| format!(", {d} days left"))
+        );
+        for (i, d) in v["dataplanes"].as_array().into_iter().flatten().enumerate() {
+            let id = &d["identity"];
+            println!(
+                "dataplane {i}: {} {}",
+                text(&d["address"]),
+                if d["connected"].as_bool() == Some(true) {
+                    "connected"
+                } else {
+                    "NOT connected"
+                }
+            );
+            if id.is_null() {
+                println!("  identity unavailable: {}", text(&d["error"]));
+            } else {
+                println!(
+                    "  numa node {}, main core {}, worker cores {}",
+                    text(&id["numaNode"]),
+                    text(&id["mainCore"]),
+                    text(&id["workerCores"])
+                );
+                for p in id["ports"].as_array().into_iter().flatten() {
+                    println!(
+                        "  port {} {:<17} {} (bus {}, numa {}, link {})",
+                        text(&p["index"]),
+                        text(&p["role"])
+                            .trim_start_matches("PORT_ROLE_")
+                            .to_lowercase(),
+                        text(&p["deviceName"]),
+                        text(&p["busAddress"]),
+                        text(&p["numaNode"]),
+                        if p["linkUp"].as_bool() == Some(true) {
+                            "up"
+                        } else {
+                            "down"
+                        }
+                    );
+                }
+            }
+            let nodes = drops.get(i).map_or(&Value::Null, |d| &d["nodes"]);
+            let counted: Vec<&Value> = nodes
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|r| r["value"].as_u64().unwrap_or(0) > 0)
+                .collect();
+            if counted.is_empty() {
+                println!("  node counters: none non-zero");
+            } else {
+                println!("  node counters (drops and punts by reason):");
+                for r in counted {
+                    println!(
+                        "    {:<20} {:<30} {}",
+                        text(&r["node"]),
+                        text(&r["reason"]),
+                        text(&r["value"])
+                    );
+                }
+            }
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
