@@ -18,10 +18,12 @@ use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::{Channel, Endpoint, Uri};
+use tracing::Instrument as _;
 
 use crate::config::{Config, PlanFile};
 use crate::core::SessionId;
 use crate::core::engine::{DpSession, ProgramOp};
+use crate::observe;
 
 /// Most items in one programming RPC.
 pub const BATCH_MAX: usize = 5000;
@@ -242,15 +244,20 @@ async fn program(
         let run = &ops[i..j];
         match &run[0] {
             ProgramOp::Install(_) => {
-                let sessions = run
+                let sessions: Vec<pb::Session> = run
                     .iter()
                     .filter_map(|o| match o {
                         ProgramOp::Install(s) => Some(to_proto(s)),
                         _ => None,
                     })
                     .collect();
-                c.install_sessions(pb::InstallSessionsRequest { sessions })
-                    .await?;
+                let ids: Vec<SessionId> = sessions.iter().map(|s| s.session_id).collect();
+                let span = observe::programming_span("InstallSessions", &ids);
+                let req = observe::request(pb::InstallSessionsRequest { sessions }, &span);
+                let t = std::time::Instant::now();
+                let r = c.install_sessions(req).instrument(span).await;
+                observe::programmed(ids.len(), r.is_ok(), t.elapsed(), &ids);
+                r?;
             }
             ProgramOp::Modify { .. } => {
                 let changes = run
@@ -267,9 +274,13 @@ async fn program(
                         }),
                         _ => None,
                     })
-                    .collect();
-                c.modify_sessions(pb::ModifySessionsRequest { changes })
-                    .await?;
+                    .collect::<Vec<_>>();
+                let (n, t) = (changes.len(), std::time::Instant::now());
+                let r = c
+                    .modify_sessions(pb::ModifySessionsRequest { changes })
+                    .await;
+                observe::programmed(n, r.is_ok(), t.elapsed(), &[]);
+                r?;
             }
             ProgramOp::Remove(_) => {
                 let ids: Vec<SessionId> = run
@@ -279,10 +290,14 @@ async fn program(
                         _ => None,
                     })
                     .collect();
-                c.remove_sessions(pb::RemoveSessionsRequest {
-                    session_ids: ids.clone(),
-                })
-                .await?;
+                let t = std::time::Instant::now();
+                let r = c
+                    .remove_sessions(pb::RemoveSessionsRequest {
+                        session_ids: ids.clone(),
+                    })
+                    .await;
+                observe::programmed(ids.len(), r.is_ok(), t.elapsed(), &[]);
+                r?;
                 removed.extend(ids);
             }
         }
@@ -506,6 +521,7 @@ async fn session(
                 for f in injects {
                     let _ = inject_tx.try_send(f);
                 }
+                observe::replies_sent(index);
                 if !removed.is_empty() {
                     let _ = events.send(DpEvent::Removed { ids: std::mem::take(&mut removed) }).await;
                 }

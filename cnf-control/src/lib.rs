@@ -23,6 +23,7 @@ pub mod config;
 pub mod core;
 pub mod dataplane;
 pub mod licence_file;
+pub mod observe;
 pub mod portal;
 pub mod radius;
 pub mod relay;

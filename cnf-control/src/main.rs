@@ -30,9 +30,13 @@ struct Args {
     /// Override the config's dataplanes (repeatable).
     #[arg(long = "dataplane")]
     dataplanes: Vec<String>,
-    /// Log filter (RUST_LOG syntax).
+    /// Log filter (RUST_LOG syntax; RUST_LOG itself, when set, wins).
     #[arg(long, default_value = "info")]
     log: String,
+    /// Serve Prometheus metrics on GET /metrics at this address (host:port); none if unset.
+    /// OTLP export is configured by the OTEL_* environment variables.
+    #[arg(long, env = "KBNG_METRICS_LISTEN")]
+    metrics_listen: Option<std::net::SocketAddr>,
     /// Validate the configuration (file, overrides, pools, subscribers file, cap file), print
     /// a summary and exit 0, without opening the store or any socket.
     #[arg(long)]
@@ -42,9 +46,13 @@ struct Args {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(&args.log))
-        .init();
+    let telemetry = kbng_telemetry::init(
+        "kbng-control",
+        &kbng_telemetry::TelemetryConfig {
+            default_filter: args.log.clone(),
+            ..Default::default()
+        },
+    )?;
     let mut cfg = Config::load(&args.config)?;
     if let Some(s) = args.store {
         cfg.store = s;
@@ -58,6 +66,8 @@ async fn main() -> anyhow::Result<()> {
         cfg.dataplanes = args.dataplanes;
     }
     let cfg = Arc::new(cfg);
+    let metrics = kbng_telemetry::metrics::ControlMetrics::new(&telemetry.meter());
+    kbng_control::observe::install(kbng_control::observe::Observer::new(metrics, &cfg));
 
     let cap = cfg.initial_cap();
     tracing::info!(cap = cap.max_sessions, source = ?cap.source, "licence cap");
@@ -179,6 +189,10 @@ async fn main() -> anyhow::Result<()> {
         dp_addrs: cfg.dataplanes.clone(),
         watch: watch_tx,
         cfg: Arc::clone(&cfg),
+    };
+    let _metrics = match args.metrics_listen {
+        Some(addr) => Some(telemetry.serve_metrics(addr).await?),
+        None => None,
     };
     let listener = tokio::net::TcpListener::bind(cfg.api_listen)
         .await

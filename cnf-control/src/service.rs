@@ -224,6 +224,7 @@ impl EngineTask {
                     self.outputs(out, &mut b);
                 }
                 _ = cap_check.tick() => {
+                    crate::observe::tick(&self.engine);
                     // A changed source counts too, so an expiry is reported truly.
                     if let Some(cap) = self.cfg.current_cap(now_ns())
                         && cap != *self.engine.cap()
@@ -256,6 +257,7 @@ impl EngineTask {
     }
 
     fn outputs(&mut self, out: Vec<Output>, b: &mut Batch) {
+        crate::observe::outputs(&self.engine, &out);
         for o in out {
             match o {
                 Output::Inject {
@@ -295,6 +297,7 @@ impl EngineTask {
         match ev {
             DpEvent::Punted { dataplane, frame } => match pb::PuntReason::try_from(frame.reason) {
                 Ok(pb::PuntReason::Dhcp) => {
+                    crate::observe::input_started();
                     let out = self
                         .engine
                         .handle_dhcp(dataplane, frame.port, &frame.frame, now);

@@ -110,6 +110,10 @@ pub struct Args {
     /// Stop after this many seconds and print worker statistics as JSON (benchmarks).
     #[arg(long)]
     pub run_seconds: Option<u64>,
+    /// Serve Prometheus metrics on GET /metrics at this address (host:port; on the control
+    /// core). OTLP export is configured by the OTEL_* environment variables.
+    #[arg(long, env = "KBNG_METRICS_LISTEN")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 /// Validated configuration.

@@ -39,6 +39,7 @@ pub mod io;
 pub mod meter;
 pub mod neighbour;
 pub mod nodes;
+pub mod observe;
 pub mod packet;
 pub mod pipeline;
 pub mod punt;

@@ -31,14 +31,12 @@ use kbng_dataplane::punt::PuntRecord;
 use tokio::sync::Mutex;
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
     let args = Args::parse();
-    let cfg = match Config::from_args(args) {
+    // Telemetry starts once the control core is known; until then, plain logs to stderr.
+    let console = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .finish();
+    let cfg = match tracing::subscriber::with_default(console, || Config::from_args(args)) {
         Ok(c) => c,
         Err(errors) => {
             for e in errors {
@@ -61,6 +59,14 @@ fn main() -> ExitCode {
         );
         return ExitCode::SUCCESS;
     }
+    let _telemetry = match kbng_dataplane::observe::init(cfg.control_core, cfg.args.metrics_listen)
+    {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("kbng-dataplane: {:#}", anyhow::Error::from(e));
+            return ExitCode::FAILURE;
+        }
+    };
     match run(cfg) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -522,6 +528,7 @@ async fn control_main(
     run_seconds: Option<u64>,
 ) -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
+    kbng_dataplane::observe::start(Arc::clone(&control)).await?;
     let svc = DataplaneService::new(control, identity, Some(inject));
     tokio::spawn(svc.clone().punt_pump(punt_rings));
     if let Some(r) = resolver {
@@ -561,6 +568,7 @@ async fn control_main(
     };
     tokio::spawn(stopper);
     let server = tonic::transport::Server::builder()
+        .trace_fn(kbng_telemetry::grpc::server_span)
         .add_service(pb::dataplane_server::DataplaneServer::new(svc));
     let serve = async {
         if let Some(path) = listen.strip_prefix("unix:") {

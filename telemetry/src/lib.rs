@@ -32,12 +32,13 @@ mod env;
 pub mod grpc;
 pub mod metrics;
 mod prometheus;
+pub mod trace;
 
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use opentelemetry::metrics::{Meter, MeterProvider as _};
+use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_appender_tracing::layer::OpenTelemetryTracingBridge;
 use opentelemetry_otlp::ExporterBuildError;
@@ -51,6 +52,7 @@ use tracing_subscriber::{EnvFilter, Layer as _, Registry};
 
 pub use crate::prometheus::{MetricsServer, PrometheusExporter};
 use env::{EnvSnapshot, Signal};
+pub use opentelemetry::metrics::Meter;
 
 /// The instrumentation scope of every kbng span, log and instrument.
 const SCOPE: &str = "kbng";
@@ -100,6 +102,8 @@ pub struct TelemetryConfig {
     pub log_format: LogFormat,
     /// The filter used when `RUST_LOG` is unset, in `EnvFilter` syntax.
     pub default_filter: String,
+    /// Console logs go to stderr instead of stdout (for a binary whose stdout is data).
+    pub log_to_stderr: bool,
 }
 
 impl Default for TelemetryConfig {
@@ -107,6 +111,7 @@ impl Default for TelemetryConfig {
         Self {
             log_format: LogFormat::Text,
             default_filter: "info".to_owned(),
+            log_to_stderr: false,
         }
     }
 }
@@ -331,13 +336,22 @@ pub fn init(
         None
     };
 
-    let fmt_layer = match config.log_format {
-        LogFormat::Text => tracing_subscriber::fmt::layer().boxed(),
-        LogFormat::Json => tracing_subscriber::fmt::layer()
-            .json()
-            .with_current_span(true)
-            .with_span_list(false)
+    let fmt_layer = match (config.log_format, config.log_to_stderr) {
+        (LogFormat::Text, false) => tracing_subscriber::fmt::layer().boxed(),
+        (LogFormat::Text, true) => tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
             .boxed(),
+        (LogFormat::Json, to_stderr) => {
+            let json = tracing_subscriber::fmt::layer()
+                .json()
+                .with_current_span(true)
+                .with_span_list(false);
+            if to_stderr {
+                json.with_writer(std::io::stderr).boxed()
+            } else {
+                json.boxed()
+            }
+        }
     };
     let otel_layer = tracing_opentelemetry::layer()
         .with_tracer(tracer_provider.tracer(SCOPE))

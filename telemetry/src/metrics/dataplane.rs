@@ -41,13 +41,14 @@ pub struct NodeRuntime {
 pub struct WorkerStats {
     /// The worker's index.
     pub worker: u16,
-    /// Packets received, subscriber to core.
+    /// Subscriber packets (those of a session, counted where it is policed), subscriber to
+    /// core.
     pub packets_up: u64,
-    /// Packets received, core to subscriber.
+    /// Subscriber packets, core to subscriber.
     pub packets_down: u64,
-    /// Bytes received, subscriber to core.
+    /// Subscriber bytes, subscriber to core.
     pub bytes_up: u64,
-    /// Bytes received, core to subscriber.
+    /// Subscriber bytes, core to subscriber.
     pub bytes_down: u64,
     /// Drops by node and reason (zeros may be left out).
     pub drops: Vec<DropCount>,
@@ -127,7 +128,7 @@ impl DataplaneMetrics {
             counter(
                 "kbng.dataplane.packets",
                 "{packet}",
-                "Packets received per worker and direction.",
+                "Subscriber packets policed per worker and direction.",
                 |s, _, out| {
                     for w in &s.workers {
                         out(w.packets_up, &[worker(w), KeyValue::new("direction", "up")]);
@@ -141,7 +142,7 @@ impl DataplaneMetrics {
             counter(
                 "kbng.dataplane.io",
                 "By",
-                "Bytes received per worker and direction.",
+                "Subscriber bytes policed per worker and direction.",
                 |s, _, out| {
                     for w in &s.workers {
                         out(w.bytes_up, &[worker(w), KeyValue::new("direction", "up")]);

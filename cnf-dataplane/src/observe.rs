@@ -1,0 +1,438 @@
+//! Telemetry of kbng-dataplane, entirely on the control core: never on a worker, never on the
+//! packet path.
+//!
+//! ```text
+//!  workers: single-writer counters (node counters, loop stats, per-slot session counters)
+//!       │  read (relaxed loads) every POLL_INTERVAL by a task on the control thread
+//!       ▼
+//!  Poller ── accumulates per-session deltas into per-plan totals ──► snapshot (Mutex)
+//!       ▲                                                              │ cloned at each OTLP
+//!  shadow (slot → session id, plan) under the control lock, briefly    ▼ export and scrape
+//!                                                           kbng_telemetry DataplaneMetrics
+//! ```
+//!
+//! Per-plan policer counts come from the per-session counters, because workers count colours
+//! per session, not per plan (adding a per-plan counter would put another cache line on the
+//! packet path). A session's counters restart at zero when its slot is reused, and they vanish
+//! when it is removed, so the poller keeps the last value it read per worker and slot and adds
+//! only what grew: the per-plan totals are monotonic, and traffic of a session removed between
+//! two polls (at most one interval's worth) is not counted. Memory: one entry per slot in use
+//! per worker; time: one read of two cache lines per session per worker per poll.
+//!
+//! The SDK and the tokio runtime of the exporters start from a thread pinned to the control
+//! core, so every thread they create inherits that affinity (see [`init`]).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use kbng_telemetry::metrics::{
+    Colour, DataplaneMetrics, DataplaneSnapshot, Direction, DropCount, NodeRuntime, PolicerCount,
+    WorkerStats as WorkerSnapshot,
+};
+use kbng_telemetry::{PrometheusExporter, TelemetryConfig, TelemetryError, TelemetryGuard};
+
+use crate::control::Control;
+use crate::counters::{SessionCounts, WorkerStats};
+use crate::pipeline::PipelineCounters;
+use crate::tables::SessionCounterArray;
+
+/// How often the workers' counters are read.
+pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Node counters that count packets dropped at that node (the "Drop:" counters of each node's
+/// documentation). Every other counter counts packets passed on or handled; a test checks that
+/// each counter of the pipeline is in exactly one of the two lists.
+const DROPS: &[(&str, &str)] = &[
+    ("ethernet-input", "bad L2 header"),
+    ("ethernet-input", "bad IPv4 header"),
+    ("ethernet-input", "bad ARP"),
+    ("ethernet-input", "unsupported ethertype"),
+    ("ethernet-input", "not our MAC"),
+    ("ethernet-input", "frame overflow"),
+    ("arp-reply", "bad ARP request"),
+    ("arp-reply", "frame overflow"),
+    ("uplink-arp", "uplink ARP not for us"),
+    ("uplink-arp", "bad uplink ARP"),
+    ("uplink-arp", "frame overflow"),
+    ("session-lookup", "no session"),
+    ("session-lookup", "no session downstream"),
+    ("session-lookup", "spoofed source"),
+    ("session-lookup", "frame overflow"),
+    ("walled-garden", "walled garden blocked"),
+    ("walled-garden", "frame overflow"),
+    ("policer", "policer dropped"),
+    ("policer", "no session"),
+    ("policer", "frame overflow"),
+    ("ip4-rewrite", "next hop unresolved"),
+    ("ip4-rewrite", "no headroom"),
+    ("ip4-rewrite", "no session"),
+    ("ip4-rewrite", "frame overflow"),
+    ("icmp-error", "ICMP error rate limited"),
+    ("icmp-error", "no error for an ICMP error"),
+    ("icmp-error", "no error for a fragment"),
+    ("icmp-error", "no error for a non-unicast address"),
+    ("icmp-error", "no source address"),
+    ("icmp-error", "next hop unresolved"),
+    ("icmp-error", "no headroom"),
+    ("icmp-error", "malformed"),
+    ("icmp-error", "frame overflow"),
+    ("punt", "punt rate limited"),
+    ("punt", "punt queue full"),
+];
+
+/// Counters that are not drops (kept as a list so that a new counter must be classified).
+#[cfg(test)]
+const NOT_DROPS: &[(&str, &str)] = &[
+    ("ethernet-input", "upstream IPv4"),
+    ("ethernet-input", "downstream IPv4"),
+    ("ethernet-input", "DHCP punted"),
+    ("ethernet-input", "ARP punted"),
+    ("ethernet-input", "proxy ARP"),
+    ("ethernet-input", "uplink ARP"),
+    ("arp-reply", "proxy ARP replies"),
+    ("uplink-arp", "uplink ARP replies"),
+    ("uplink-arp", "next hop confirmed"),
+    ("uplink-arp", "next hop MAC changed"),
+    ("uplink-arp", "next hop ARP consumed"),
+    ("session-lookup", "upstream hit"),
+    ("session-lookup", "downstream hit"),
+    ("walled-garden", "walled garden allowed"),
+    ("walled-garden", "HTTP redirect punted"),
+    ("policer", "green"),
+    ("policer", "yellow"),
+    ("policer", "red"),
+    ("policer", "re-marked"),
+    ("ip4-rewrite", "to uplink"),
+    ("ip4-rewrite", "to access"),
+    ("ip4-rewrite", "TTL expired"),
+    ("icmp-error", "time exceeded sent"),
+    ("punt", "punted"),
+];
+
+/// The pseudo-node of the whole graph: calls are non-empty bursts, vectors the packets of
+/// those bursts, cycles the TSC cycles of those iterations (graph and transmit). Per-node
+/// cycles are not measured by the workers.
+pub const GRAPH_NODE: &str = "graph";
+
+/// Why telemetry could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ObserveError {
+    /// The exporters' runtime could not be built.
+    #[error("building the telemetry runtime")]
+    Runtime(#[source] std::io::Error),
+    /// The telemetry initialisation thread failed.
+    #[error("starting telemetry")]
+    Telemetry(#[source] TelemetryError),
+    /// The initialisation thread panicked or could not be spawned.
+    #[error("the telemetry initialisation thread failed: {0}")]
+    Thread(String),
+    /// `--metrics-listen` could not be bound.
+    #[error("--metrics-listen {addr}")]
+    Metrics {
+        addr: SocketAddr,
+        #[source]
+        source: TelemetryError,
+    },
+}
+
+/// Keeps telemetry running; dropping it flushes the exporters, then stops their runtime.
+#[derive(Debug)]
+pub struct Telemetry {
+    guard: Option<TelemetryGuard>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Drop for Telemetry {
+    fn drop(&mut self) {
+        // The guard's final flush needs the runtime its exporters run on.
+        drop(self.guard.take());
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_timeout(Duration::from_secs(1));
+        }
+    }
+}
+
+struct Shared {
+    meter: kbng_telemetry::Meter,
+    prometheus: PrometheusExporter,
+    metrics_listen: Option<SocketAddr>,
+}
+
+static SHARED: OnceLock<Shared> = OnceLock::new();
+
+/// Starts logs, traces and metrics (`service.name` kbng-dataplane, `OTEL_*` environment),
+/// logging to stderr. The SDK's threads and the exporters' one-thread runtime are created
+/// from a thread pinned to `control_core`, so they inherit its affinity and never run on a
+/// worker core. `/metrics` is served on `metrics_listen` once [`start`] runs.
+pub fn init(
+    control_core: u32,
+    metrics_listen: Option<SocketAddr>,
+) -> Result<Telemetry, ObserveError> {
+    let core = control_core as usize;
+    let started = std::thread::Builder::new()
+        .name("kbng-telemetry-init".into())
+        .spawn(move || {
+            if !core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
+                eprintln!("kbng-dataplane: could not pin telemetry threads to core {core}");
+            }
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("kbng-telemetry")
+                .enable_all()
+                .build()
+                .map_err(ObserveError::Runtime)?;
+            let guard = {
+                let _in = rt.enter();
+                kbng_telemetry::init(
+                    "kbng-dataplane",
+                    &TelemetryConfig {
+                        log_to_stderr: true,
+                        ..Default::default()
+                    },
+                )
+                .map_err(ObserveError::Telemetry)?
+            };
+            Ok((guard, rt))
+        })
+        .map_err(|e| ObserveError::Thread(e.to_string()))?
+        .join()
+        .map_err(|_| ObserveError::Thread("panicked".into()))?;
+    let (guard, rt) = started?;
+    let _ = SHARED.set(Shared {
+        meter: guard.meter(),
+        prometheus: guard.prometheus().clone(),
+        metrics_listen,
+    });
+    Ok(Telemetry {
+        guard: Some(guard),
+        runtime: Some(rt),
+    })
+}
+
+/// On the control thread's runtime: registers the dataplane's instruments, starts the task
+/// that reads the workers' counters every [`POLL_INTERVAL`], and serves `/metrics` when asked.
+/// A no-op without [`init`].
+pub async fn start(control: Arc<tokio::sync::Mutex<Control>>) -> Result<(), ObserveError> {
+    let Some(shared) = SHARED.get() else {
+        return Ok(());
+    };
+    let server = match shared.metrics_listen {
+        Some(addr) => Some(
+            shared
+                .prometheus
+                .serve(addr)
+                .await
+                .map_err(|source| ObserveError::Metrics { addr, source })?,
+        ),
+        None => None,
+    };
+    let snapshot: Arc<std::sync::Mutex<DataplaneSnapshot>> = Arc::default();
+    let read = Arc::clone(&snapshot);
+    let instruments = DataplaneMetrics::register(&shared.meter, move || {
+        read.lock().map(|s| s.clone()).unwrap_or_default()
+    });
+    tokio::spawn(async move {
+        let _keep = (instruments, server);
+        let mut poller = Poller::default();
+        let mut tick = tokio::time::interval(POLL_INTERVAL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let s = poller.poll(&control).await;
+            if let Ok(mut g) = snapshot.lock() {
+                *g = s;
+            }
+        }
+    });
+    Ok(())
+}
+
+/// What the poller reads of one worker (shared handles, cloned once).
+#[derive(Debug)]
+struct WorkerHandles {
+    sessions: SessionCounterArray,
+    nodes: PipelineCounters,
+    stats: Arc<WorkerStats>,
+}
+
+/// The last counts read of one slot of one worker, and whose they were.
+#[derive(Debug, Clone, Copy, Default)]
+struct Seen {
+    id: u64,
+    counts: SessionCounts,
+}
+
+/// Accumulated totals of one worker.
+#[derive(Debug, Clone, Copy, Default)]
+struct Totals {
+    packets: [u64; 2],
+    bytes: [u64; 2],
+}
+
+/// Turns the workers' counters into snapshots; owns the per-slot memory of the deltas.
+#[derive(Debug, Default)]
+pub struct Poller {
+    workers: Vec<WorkerHandles>,
+    seen: Vec<Vec<Seen>>,
+    totals: Vec<Totals>,
+    /// (plan name, direction, colour) → packets.
+    policer: HashMap<(String, usize, usize), u64>,
+    /// (slot, session id, plan id) of every session, refilled each poll.
+    scratch: Vec<(u32, u64, u32)>,
+}
+
+impl Poller {
+    /// Reads every worker once and returns the snapshot.
+    pub async fn poll(&mut self, control: &tokio::sync::Mutex<Control>) -> DataplaneSnapshot {
+        let plans: HashMap<u32, String> = {
+            let c = control.lock().await;
+            if self.workers.is_empty() {
+                self.workers = c
+                    .workers
+                    .iter()
+                    .map(|w| WorkerHandles {
+                        sessions: Arc::clone(&w.sessions),
+                        nodes: w.nodes.clone(),
+                        stats: Arc::clone(&w.stats),
+                    })
+                    .collect();
+            }
+            self.scratch.clear();
+            for s in c.shadow.page(0, usize::MAX) {
+                if let Some(slot) = c.shadow.slot(s.id) {
+                    self.scratch.push((slot, s.id, s.plan_id));
+                }
+            }
+            c.shadow
+                .plans()
+                .map(|p| (p.proto.plan_id, p.proto.name.clone()))
+                .collect()
+        };
+        self.accumulate(&plans);
+        self.snapshot()
+    }
+
+    fn accumulate(&mut self, plans: &HashMap<u32, String>) {
+        let n = self.workers.len();
+        self.seen.resize_with(n, Vec::new);
+        self.totals.resize(n, Totals::default());
+        for (w, h) in self.workers.iter().enumerate() {
+            let seen = &mut self.seen[w];
+            let totals = &mut self.totals[w];
+            for &(slot, id, plan_id) in &self.scratch {
+                let Some(cell) = h.sessions.get(slot as usize) else {
+                    continue;
+                };
+                let now = cell.read();
+                if seen.len() <= slot as usize {
+                    seen.resize(slot as usize + 1, Seen::default());
+                }
+                let last = &mut seen[slot as usize];
+                // Another session in the slot, or the slot was cleared: count from zero.
+                let base = if last.id == id {
+                    last.counts
+                } else {
+                    SessionCounts::default()
+                };
+                let plan = match plan_id {
+                    0 => "none",
+                    p => plans.get(&p).map_or("unknown", String::as_str),
+                };
+                for d in 0..2 {
+                    for c in 0..3 {
+                        let dp = grown(now.packets[d][c], base.packets[d][c]);
+                        totals.packets[d] += dp;
+                        totals.bytes[d] += grown(now.bytes[d][c], base.bytes[d][c]);
+                        if dp > 0 {
+                            *self.policer.entry((plan.to_owned(), d, c)).or_default() += dp;
+                        }
+                    }
+                }
+                *last = Seen { id, counts: now };
+            }
+        }
+    }
+
+    fn snapshot(&self) -> DataplaneSnapshot {
+        let workers = self
+            .workers
+            .iter()
+            .zip(&self.totals)
+            .enumerate()
+            .map(|(i, (h, t))| {
+                let mut drops: Vec<DropCount> = h
+                    .nodes
+                    .snapshot()
+                    .into_iter()
+                    .filter(|(node, reason, _)| is_drop(node, reason))
+                    .map(|(node, reason, packets)| DropCount {
+                        node,
+                        reason,
+                        packets,
+                    })
+                    .collect();
+                drops.push(DropCount {
+                    node: "port-tx",
+                    reason: "tx queue full",
+                    packets: h.stats.tx_dropped.get(),
+                });
+                WorkerSnapshot {
+                    worker: i as u16,
+                    packets_up: t.packets[0],
+                    packets_down: t.packets[1],
+                    bytes_up: t.bytes[0],
+                    bytes_down: t.bytes[1],
+                    drops,
+                    nodes: vec![NodeRuntime {
+                        node: GRAPH_NODE,
+                        calls: h.stats.rx_bursts.get(),
+                        vectors: h.stats.rx_packets.get(),
+                        cycles: h.stats.busy_cycles.get(),
+                    }],
+                }
+            })
+            .collect();
+        let mut policer: Vec<PolicerCount> = self
+            .policer
+            .iter()
+            .map(|((plan, d, c), packets)| PolicerCount {
+                plan: plan.clone(),
+                direction: if *d == 0 {
+                    Direction::Up
+                } else {
+                    Direction::Down
+                },
+                colour: match c {
+                    0 => Colour::Green,
+                    1 => Colour::Yellow,
+                    _ => Colour::Red,
+                },
+                packets: *packets,
+            })
+            .collect();
+        policer.sort_by(|a, b| {
+            (&a.plan, a.direction.as_str(), a.colour.as_str()).cmp(&(
+                &b.plan,
+                b.direction.as_str(),
+                b.colour.as_str(),
+            ))
+        });
+        DataplaneSnapshot { workers, policer }
+    }
+}
+
+/// What a counter gained since `before`; a counter below `before` was reset and gained all
+/// it holds.
+fn grown(now: u64, before: u64) -> u64 {
+    now.checked_sub(before).unwrap_or(now)
+}
+
+fn is_drop(node: &str, reason: &str) -> bool {
+    DROPS.iter().any(|&(n, r)| n == node && r == reason)
+}
+
+#[cfg(test)]
+#[path = "observe_tests.rs"]
+mod tests;
