@@ -46,10 +46,11 @@ done
 
 # ---- build
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
-log "building kbng-dataplane and kbng-control (release)"
-(cd "$root" && cargo build -q --release -p kbng-dataplane -p kbng-control) || { echo "0 passed, 1 failed"; exit 1; }
+log "building kbng-dataplane, kbng-control and kbngctl (release)"
+(cd "$root" && cargo build -q --release -p kbng-dataplane -p kbng-control -p kbngctl) || { echo "0 passed, 1 failed"; exit 1; }
 dp_bin=$CARGO_TARGET_DIR/release/kbng-dataplane
 ctl_bin=$CARGO_TARGET_DIR/release/kbng-control
+kbngctl() { "$CARGO_TARGET_DIR/release/kbngctl" --server "$api" "$@"; }
 
 # ---- topology
 topology_up
@@ -62,7 +63,7 @@ for _ in $(seq 1 50); do inns core curl -s -m 1 http://192.0.2.1:8080/ 2>/dev/nu
 log "starting kbng-dataplane"
 ip netns exec "$(ns dut)" "$dp_bin" --cores 0,1 \
     --access net_af_packet0,iface=d0 --uplink net_af_packet1,iface=d1 \
-    --no-huge --no-pci -m 512 --no-shconf --next-hop-mac "$c0_mac" \
+    --no-huge --no-pci -m 512 --no-shconf --uplink-address 192.0.2.254/24 --next-hop 192.0.2.1 \
     --sessions 4096 --plans 16 --grpc-listen "unix:$sock" >"$tmp/dataplane.log" 2>&1 &
 dp_pid=$!
 
@@ -191,6 +192,22 @@ done
 n=$(session_count "&state=active")
 if ((churn_ok)) && [[ $n == 42 ]] && audit_clean >/dev/null; then ok churn_ends_with_no_leaks_or_orphans; else bad churn_ends_with_no_leaks_or_orphans "active=$n $(audit_clean)"; fi
 
+# ---- kbngctl against the real sessions: every page, filters, show with counters, plans, status
+n_api=$(session_count)
+listed=$(kbngctl sessions list --page-size 7 -o json | jq_py 'len(set(s["id"] for s in d)) if [s["id"] for s in d] == sorted(s["id"] for s in d) else -1')
+if [[ $listed == "$n_api" && $n_api -ge 42 ]]; then ok "kbngctl_lists_every_page ($listed sessions, pages of 7)"; else bad kbngctl_lists_every_page "kbngctl=$listed api=$n_api"; fi
+rows=$(kbngctl sessions list --state active | grep -c ' active ')
+if [[ $rows == 42 ]]; then ok kbngctl_filters_by_state; else bad kbngctl_filters_by_state "rows=$rows"; fi
+c2_id=$(apiget "/v1/sessions?ip=$(addr_of c2)" | jq_py 'd["sessions"][0]["id"]')
+shown=$(kbngctl sessions show "$c2_id" -o json)
+if echo "$shown" | jq_py 'd["session"]["mac"] == "02:00:00:00:01:02" and d["counters"]["upstream"]["greenPackets"] > 0' | grep -q True; then
+    ok "kbngctl_shows_session_with_counters ($c2_id)"; else bad kbngctl_shows_session_with_counters "$shown"; fi
+gold=$(kbngctl plans -o json | jq_py '[p["sessions"] for p in d["plans"] if p["name"] == "gold"][0]')
+if [[ $gold == 42 ]]; then ok kbngctl_plans_count_sessions; else bad kbngctl_plans_count_sessions "gold=$gold"; fi
+st=$(apiget /v1/status)
+if echo "$st" | jq_py 'd["sessions"]["active"] == 42 and d["sessionsByPlan"]["gold"] == 42 and d["licence"]["source"] == "file" and d["dataplanes"][0]["identity"]["ports"][0]["deviceName"].startswith("net_af_packet") and "numaNode" in d["dataplanes"][0]["identity"] and len(d["dataplanes"][0]["identity"]["workerCores"]) >= 1' | grep -q True; then
+    ok status_reports_sessions_licence_and_dataplane_identity; else bad status_reports_sessions_licence_and_dataplane_identity "$st"; fi
+
 # ---- licence cap: with cap N = current active, subscriber N+1 is captive and gets the 302
 active=$(session_count "&state=active")
 echo "$active" >"$tmp/cap"
@@ -225,14 +242,20 @@ if ((storm >= 1000)); then ok discover_storm_counted; else bad discover_storm_co
 vlan_sessions=$(apiget "/v1/sessions?limit=1000" | jq_py 'sum(1 for s in d["sessions"] if s["outerVlan"] == 100)')
 if ((line >= 400 && vlan_sessions <= 64)); then ok starvation_bounded_per_line; else bad starvation_bounded_per_line "line=$line vlan_sessions=$vlan_sessions"; fi
 client c5 02:00:00:00:01:05
+kbngctl sessions watch --count 50 --timeout 40 -o json >"$tmp/watch.ndjson" 2>&1 &
+watch_pid=$!
+pids+=($watch_pid)
+sleep 0.5
 if inns c5 timeout 30 udhcpc -i e0 -n -q -f -s /etc/udhcpc/default.script >>"$tmp/clients.log" 2>&1 && reach c5; then
     ok others_still_served_after_bad_input; else bad others_still_served_after_bad_input "$(tail -3 "$tmp/clients.log")"; fi
+c5_id=$(apiget "/v1/sessions?ip=$(addr_of c5)" | jq_py 'd["sessions"][0]["id"]')
+kill "$watch_pid" 2>/dev/null; wait "$watch_pid" 2>/dev/null
+if grep -q "\"id\":$c5_id,\"state\":\"active\"" "$tmp/watch.ndjson"; then ok "kbngctl_watch_sees_onboarding (session $c5_id)"; else bad kbngctl_watch_sees_onboarding "$(head -5 "$tmp/watch.ndjson")"; fi
 
-# ---- drain
-d=$(curl -sf -X POST "http://$api/v1/sessions/drain")
-sleep 2
+# ---- drain, as the operator does it
+if d=$(kbngctl sessions drain --timeout 30 2>&1); then :; fi
 n=$(session_count)
-if [[ $n == 0 ]] && audit_clean >/dev/null; then ok drain_brings_sessions_to_zero; else bad drain_brings_sessions_to_zero "$d left=$n"; fi
+if [[ $n == 0 ]] && echo "$d" | grep -q "0 sessions remain" && audit_clean >/dev/null; then ok kbngctl_drain_brings_sessions_to_zero; else bad kbngctl_drain_brings_sessions_to_zero "$d left=$n"; fi
 
 if ((failed)); then
     log "failed: ${failures[*]}"
