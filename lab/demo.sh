@@ -59,7 +59,7 @@ pids+=($!)
 say "kbng-dataplane: DPDK on net_af_packet (access d0, uplink d1), no hugepages"
 ip netns exec "$(ns dut)" "$bin/kbng-dataplane" --cores 0,1 \
     --access net_af_packet0,iface=d0 --uplink net_af_packet1,iface=d1 \
-    --no-huge --no-pci -m 512 --no-shconf --next-hop-mac "$c0_mac" \
+    --no-huge --no-pci -m 512 --no-shconf --uplink-address 192.0.2.254/24 --next-hop 192.0.2.1 \
     --sessions 4096 --plans 16 --grpc-listen "unix:$sock" >"$tmp/dataplane.log" 2>&1 &
 dp_pid=$!
 

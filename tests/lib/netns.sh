@@ -3,8 +3,9 @@
 #
 #   ns cN (clients) ⇄ ns hub (bridge br0) s0 ⇄ d0 ns dut (kbng-dataplane) d1 ⇄ c0 ns core
 #
-# The core namespace holds 192.0.2.1/24 and routes the subscriber range back to the
-# dataplane's uplink MAC (static neighbour 192.0.2.254: the dataplane punts uplink ARP).
+# The core namespace holds 192.0.2.1/24 and routes the subscriber range via 192.0.2.254, the
+# dataplane's uplink address, which it resolves by ARP like any router would (no static
+# neighbour): start the dataplane with --uplink-address 192.0.2.254/24 --next-hop 192.0.2.1.
 
 ns() { echo "$tag-$1"; }
 inns() { local n=$1; shift; ip netns exec "$(ns "$n")" "$@"; }
@@ -33,7 +34,6 @@ topology_up() {
     c0_mac=$(inns core cat /sys/class/net/c0/address)
     inns core ip addr add 192.0.2.1/24 dev c0
     inns core ip route add 100.64.0.0/10 via 192.0.2.254
-    inns core ip neigh replace 192.0.2.254 lladdr "$d1_mac" dev c0
 }
 
 # A client namespace with its own MAC behind the hub's bridge: client NAME MAC
