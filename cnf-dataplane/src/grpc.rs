@@ -343,6 +343,8 @@ impl Dataplane for DataplaneService {
                     tx_packets: w.stats.tx_packets.get(),
                     rx_bursts: w.stats.rx_bursts.get(),
                     busy_cycles: w.stats.busy_cycles.get(),
+                    tx_dropped: w.stats.tx_dropped.get(),
+                    injected: w.stats.injected.get(),
                 })
                 .collect()
         } else {

@@ -223,18 +223,35 @@ fn spec(
     })
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn subscriber_traffic_through_the_real_binary() {
+/// Serialises the tests of this file: each runs a dataplane polling core 1.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Run one async end-to-end test, alone, or skip it when prerequisites are missing.
+fn run_e2e<F: std::future::Future<Output = ()>>(name: &str, test: impl FnOnce() -> F) {
     if let Err(why) = prerequisites() {
         assert!(
             std::env::var("KBNG_E2E_REQUIRED").is_err(),
             "end-to-end prerequisites missing: {why}"
         );
-        eprintln!("SKIPPED subscriber_traffic_through_the_real_binary: {why}");
+        eprintln!("SKIPPED {name}: {why}");
         return;
     }
-    let tag = format!("{}", std::process::id() % 100_000);
-    let mut lab = Lab {
+    let _alone = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+        .block_on(test());
+}
+
+/// Namespaces sub, dut and core of `suffix`, the two veth pairs, and the core's addressing;
+/// returns the lab and the MACs of d0 and d1.
+fn lab_up(suffix: &str) -> (Lab, String, String) {
+    let tag = format!("{}{suffix}", std::process::id() % 100_000);
+    let lab = Lab {
         socket: format!("/tmp/kbng-e2e-{tag}.sock"),
         tag,
         dataplane: None,
@@ -277,12 +294,18 @@ async fn subscriber_traffic_through_the_real_binary() {
         &["ip", "route", "add", "100.64.0.0/10", "via", UPLINK_IP],
     );
 
+    (lab, d0_mac, d1_mac)
+}
+
+/// Start the dataplane in the dut namespace with `access` as its access device.
+fn start_dataplane(lab: &mut Lab, access: &str) {
+    let dut = lab.ns("dut");
     // The dataplane: control thread on core 0, its one worker on core 1.
     let bin = env!("CARGO_BIN_EXE_kbng-dataplane");
     let child = Command::new("ip")
         .args(["netns", "exec", &dut, bin])
         .args(["--cores", "0,1"])
-        .args(["--access", "net_af_packet0,iface=d0"])
+        .args(["--access", access])
         .args(["--uplink", "net_af_packet1,iface=d1"])
         .args(["--no-huge", "--no-pci", "-m", "512", "--no-shconf"])
         .args([
@@ -304,6 +327,20 @@ async fn subscriber_traffic_through_the_real_binary() {
         .spawn()
         .expect("starting kbng-dataplane");
     lab.dataplane = Some(child);
+}
+
+#[test]
+fn subscriber_traffic_through_the_real_binary() {
+    run_e2e(
+        "subscriber_traffic_through_the_real_binary",
+        subscriber_traffic,
+    );
+}
+
+async fn subscriber_traffic() {
+    let (mut lab, d0_mac, d1_mac) = lab_up("");
+    let (sub, core) = (lab.ns("sub"), lab.ns("core"));
+    start_dataplane(&mut lab, "net_af_packet0,iface=d0");
     let mut c = connect(&lab.socket).await;
 
     let id = c
@@ -533,6 +570,20 @@ async fn subscriber_traffic_through_the_real_binary() {
         &lab,
         spec(MAC_B, &[100], "0.0.0.0", "255.255.255.255", "dhcp", &d0_mac),
     );
+    // What net_af_packet does to an 802.1ad S-tag on receive: the kernel strips it and the
+    // driver re-inserts it as 0x8100 (the af_xdp test below sees 0x88a8 intact).
+    let mut ad = spec(
+        MAC_C,
+        &[200, 300],
+        "0.0.0.0",
+        "255.255.255.255",
+        "dhcp",
+        &d0_mac,
+    );
+    ad["outer_tpid"] = serde_json::json!(0x88a8);
+    let _ = probe(&lab, ad);
+    let tpids = punted_tags(&punted, MAC_C, Duration::from_secs(5)).await;
+    assert_eq!(tpids, (0x8100, 0x8100), "af_packet S-tag as delivered");
     let _ = probe(
         &lab,
         spec(MAC_B, &[100], "100.64.0.11", "100.64.0.77", "arp", &d0_mac),
@@ -665,6 +716,12 @@ async fn subscriber_traffic_through_the_real_binary() {
         "{s3:?}"
     );
     assert!(counters.workers[0].rx_packets > 0);
+    // The frames injected above and the next-hop resolver's ARP requests.
+    assert!(
+        counters.workers[0].injected >= 4,
+        "{:?}",
+        counters.workers[0]
+    );
 
     // 9. Errors: malformed requests are refused naming the field, tables unchanged.
     let mut bad = session(9, "02:aa:00:00:00:09", (4095, 0), [100, 64, 0, 19], false);
@@ -808,6 +865,134 @@ async fn subscriber_traffic_through_the_real_binary() {
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(status.success(), "exit status {status}");
+}
+
+/// The outer and inner TPID of the first punted DHCP frame from `mac` (bounded wait).
+async fn punted_tags(
+    punted: &Mutex<Vec<pb::PuntedFrame>>,
+    mac: &str,
+    wait: Duration,
+) -> (u16, u16) {
+    let mac = mac_bytes(mac);
+    let deadline = Instant::now() + wait;
+    loop {
+        let found = punted
+            .lock()
+            .expect("lock")
+            .iter()
+            .find(|f| f.reason == pb::PuntReason::Dhcp as i32 && f.frame.get(6..12) == Some(&mac))
+            .map(|f| {
+                let t = |at: usize| u16::from_be_bytes([f.frame[at], f.frame[at + 1]]);
+                (t(12), t(16))
+            });
+        if let Some(t) = found {
+            return t;
+        }
+        assert!(Instant::now() < deadline, "no DHCP punt from {mac:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[test]
+fn qinq_802_1ad_s_tag_arrives_intact_on_af_xdp() {
+    run_e2e(
+        "qinq_802_1ad_s_tag_arrives_intact_on_af_xdp",
+        qinq_on_af_xdp,
+    );
+}
+
+/// The access port on `net_af_xdp` (the frame reaches DPDK before the kernel's VLAN
+/// untagging): an 802.1ad S-tag arrives as 0x88a8, is parsed, forwarded, and pushed back.
+async fn qinq_on_af_xdp() {
+    const MAC_Q: &str = "02:aa:00:00:00:0c";
+    let (mut lab, d0_mac, _) = lab_up("x");
+    start_dataplane(&mut lab, "net_af_xdp0,iface=d0");
+    let mut c = connect(&lab.socket).await;
+    let id = c
+        .get_identity(pb::GetIdentityRequest {})
+        .await
+        .expect("identity")
+        .into_inner();
+    assert_eq!(id.ports[0].device_name, "net_af_xdp0");
+    let punted: Arc<Mutex<Vec<pb::PuntedFrame>>> = Arc::default();
+    let (_inject_tx, inject_rx) = tokio::sync::mpsc::channel::<pb::InjectedFrame>(1);
+    let mut stream = c
+        .punt(tokio_stream::wrappers::ReceiverStream::new(inject_rx))
+        .await
+        .expect("Punt")
+        .into_inner();
+    {
+        let punted = Arc::clone(&punted);
+        tokio::spawn(async move {
+            while let Ok(Some(f)) = stream.message().await {
+                punted.lock().expect("lock").push(f);
+            }
+        });
+    }
+    let meter = pb::Meter {
+        mode: pb::MeterMode::Srtcm as i32,
+        cir_bps: 100_000_000,
+        cbs_bytes: 100_000,
+        pbs_bytes: 100_000,
+        ..Default::default()
+    };
+    c.install_plans(pb::InstallPlansRequest {
+        plans: vec![pb::Plan {
+            plan_id: 1,
+            name: "100M".into(),
+            upstream: Some(meter),
+            downstream: Some(meter),
+        }],
+    })
+    .await
+    .expect("InstallPlans");
+    c.configure_access(pb::AccessConfig {
+        gateways: vec![pb::Gateway {
+            address: u32::from_be_bytes([100, 64, 0, 1]),
+            prefix_len: 10,
+        }],
+        walled_garden: None,
+    })
+    .await
+    .expect("ConfigureAccess");
+    c.install_sessions(pb::InstallSessionsRequest {
+        sessions: vec![session(1, MAC_Q, (200, 300), [100, 64, 0, 12], false)],
+    })
+    .await
+    .expect("InstallSessions");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while node_counter(&mut c, "uplink-arp", "next hop confirmed").await == 0 {
+        assert!(Instant::now() < deadline, "next hop never resolved");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // Received as sent: the punted frame is the frame the dataplane parsed.
+    let mut ad = spec(
+        MAC_Q,
+        &[200, 300],
+        "0.0.0.0",
+        "255.255.255.255",
+        "dhcp",
+        &d0_mac,
+    );
+    ad["outer_tpid"] = serde_json::json!(0x88a8);
+    let _ = probe(&lab, ad);
+    let tpids = punted_tags(&punted, MAC_Q, Duration::from_secs(5)).await;
+    assert_eq!(tpids, (0x88a8, 0x8100), "af_xdp S-tag as delivered");
+
+    // Forwarded with the S-tag both ways, and an 0x8100 outer tag is accepted too.
+    for outer in [0x88a8, 0x8100] {
+        let mut s = spec(MAC_Q, &[200, 300], "100.64.0.12", CORE_IP, "icmp", &d0_mac);
+        s["outer_tpid"] = serde_json::json!(outer);
+        let r = probe(&lab, s);
+        assert!(
+            r["replies"].as_u64().unwrap_or(0) >= 2,
+            "outer {outer:#x}: {r}"
+        );
+        assert_eq!(r["reply_tpids"][0], 0x88a8, "{r}");
+        assert_eq!(r["reply_vlans"][0], serde_json::json!([200, 300]), "{r}");
+    }
+    assert!(node_counter(&mut c, "session-lookup", "upstream hit").await >= 4);
 }
 
 fn mac_bytes(s: &str) -> Vec<u8> {

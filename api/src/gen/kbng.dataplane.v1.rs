@@ -334,6 +334,12 @@ pub struct WorkerCounters {
     pub rx_bursts: u64,
     #[prost(uint64, tag = "6")]
     pub busy_cycles: u64,
+    /// Packets the NIC did not take on transmit (any port, including injected and generated
+    /// frames: ARP, ICMP errors), and injected frames sent.
+    #[prost(uint64, tag = "7")]
+    pub tx_dropped: u64,
+    #[prost(uint64, tag = "8")]
+    pub injected: u64,
 }
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
