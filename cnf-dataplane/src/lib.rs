@@ -23,10 +23,14 @@
 //!   command ring ──drain──► Tables (sessions, plans, access)
 //!   rx burst (access + uplink) ─► Pipeline::process:
 //!       ethernet-input ─┬─ arp-reply ─────────────────────────────────► tx access
+//!                       ├─ uplink-arp ────────────────────────────────► tx uplink
 //!                       ├─ punt ─► punt ring ─► control ─► gRPC Punt stream
 //!                       └─ session-lookup ─┬─ walled-garden ─┐
 //!                                          └──────────────────┴ policer ─ ip4-rewrite ─► tx
+//!                                                                   └─ icmp-error ─► tx
+//!   main core: next-hop resolver ─► inject ring ─► worker 0 ─► tx uplink
 //! ```
+//! The next hop's MAC is one atomic word ([`neighbour`]), read once per burst.
 #![forbid(unsafe_code)]
 
 pub mod bench;

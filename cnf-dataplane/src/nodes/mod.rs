@@ -4,9 +4,11 @@
 //!
 //! ```text
 //!  rx access ─┐                 ┌─► arp-reply ──────────────────────────────► tx access
+//!             │                 ├─► uplink-arp (learns the next hop) ─────────► tx uplink
 //!             ├─► ethernet-input├─► punt (DHCP, ARP, portal HTTP) ──► punt ring
 //!  rx uplink ─┘                 └─► session-lookup ─┬─► walled-garden ─┐
 //!                                                   └───────────────────┴─► policer ─► ip4-rewrite ─► tx
+//!                                                           TTL expired: icmp-error ◄──┘  ─► tx
 //! ```
 
 pub mod arp_reply;
