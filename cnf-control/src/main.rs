@@ -191,7 +191,12 @@ async fn main() -> anyhow::Result<()> {
         cfg: Arc::clone(&cfg),
     };
     let _metrics = match args.metrics_listen {
-        Some(addr) => Some(telemetry.serve_metrics(addr).await?),
+        Some(addr) => Some(
+            telemetry
+                .serve_metrics(addr)
+                .await
+                .with_context(|| format!("--metrics-listen {addr}"))?,
+        ),
         None => None,
     };
     let listener = tokio::net::TcpListener::bind(cfg.api_listen)
