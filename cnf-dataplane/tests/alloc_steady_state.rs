@@ -134,6 +134,16 @@ fn steady_state_burst_allocates_nothing() {
             PortId::Uplink,
         ));
     }
+    // TTL-expired packets, both ways: icmp-error builds its message in the same buffer.
+    for k in [2usize, 3] {
+        let (mut f, port) = templates[k].clone();
+        let l3 = kbng_wire::parse_l2(&f).expect("template").l3_offset();
+        f[l3 + 8] = 1;
+        f[l3 + 10..l3 + 12].copy_from_slice(&[0, 0]);
+        let c = kbng_wire::checksum::checksum(&f[l3..l3 + 20]);
+        f[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+        templates.push((f, port));
+    }
     let limit = SrTcmProfile::new(HZ, 1_000, 100, 0).expect("valid");
     let mut pipe: Pipeline<HeapBuf> = Pipeline::new(env, 0, limit, 0);
     let (mut punt_tx, mut punt_rx) = rtrb::RingBuffer::<PuntRecord>::new(256);
@@ -150,7 +160,7 @@ fn steady_state_burst_allocates_nothing() {
         while pool.len() < 256 {
             pool.push(HeapBuf::from_bytes(&[]));
         }
-        for (t, port) in templates.iter().take(128) {
+        for (t, port) in &templates {
             let mut b = pool.pop().expect("pool refilled above");
             b.reset(t);
             rx.push(Pkt::new(b, *port));
@@ -187,5 +197,7 @@ fn steady_state_burst_allocates_nothing() {
     assert!(get("ip4-rewrite", "to uplink") > 0);
     assert!(get("ip4-rewrite", "to access") > 0);
     assert!(get("walled-garden", "HTTP redirect punted") > 0);
+    assert!(get("ip4-rewrite", "TTL expired") > 0);
+    assert!(get("icmp-error", "time exceeded sent") > 0);
     assert_eq!(total_allocs, 0, "allocations in steady state");
 }
