@@ -27,6 +27,42 @@ pub const PAGE_DEFAULT: usize = 1000;
 /// Maximum page of `ListSessions`.
 pub const PAGE_MAX: usize = 10_000;
 
+/// Drops on the control thread's own paths (the workers count theirs per node): exported with
+/// the node counters as node "control-path". Atomic adds: several tasks may write.
+#[derive(Debug, Default)]
+pub struct ControlPathCounters {
+    punt_no_stream: std::sync::atomic::AtomicU64,
+    punt_stream_full: std::sync::atomic::AtomicU64,
+    inject_dropped: std::sync::atomic::AtomicU64,
+}
+
+impl ControlPathCounters {
+    fn inc(c: &std::sync::atomic::AtomicU64) {
+        c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    /// (node, counter, value) for every counter.
+    pub fn snapshot(&self, out: &mut Vec<(&'static str, &'static str, u64)>) {
+        let get = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        out.extend([
+            (
+                "control-path",
+                "punt dropped: no Punt stream",
+                get(&self.punt_no_stream),
+            ),
+            (
+                "control-path",
+                "punt dropped: Punt stream full",
+                get(&self.punt_stream_full),
+            ),
+            (
+                "control-path",
+                "inject dropped: bad frame or ring full",
+                get(&self.inject_dropped),
+            ),
+        ]);
+    }
+}
+
 /// The service.
 #[derive(Debug, Clone)]
 pub struct DataplaneService {
@@ -35,6 +71,7 @@ pub struct DataplaneService {
     access_ports: u32,
     subscriber: Arc<StdMutex<Option<PuntSender>>>,
     inject: Arc<StdMutex<Option<rtrb::Producer<InjectRecord>>>>,
+    paths: Arc<ControlPathCounters>,
 }
 
 impl DataplaneService {
@@ -50,6 +87,7 @@ impl DataplaneService {
             access_ports: 1,
             subscriber: Arc::new(StdMutex::new(None)),
             inject: Arc::new(StdMutex::new(inject)),
+            paths: Arc::default(),
         }
     }
 
@@ -102,10 +140,12 @@ impl DataplaneService {
                         worker: u32::from(rec.worker),
                     };
                     let tx = self.subscriber.lock().ok().and_then(|s| s.clone());
-                    if let Some(tx) = tx
-                        && tx.try_send(Ok(frame)).is_err()
-                    {
-                        tracing::debug!("punt stream full or closed; frame dropped");
+                    match tx {
+                        None => ControlPathCounters::inc(&self.paths.punt_no_stream),
+                        Some(tx) if tx.try_send(Ok(frame)).is_err() => {
+                            ControlPathCounters::inc(&self.paths.punt_stream_full);
+                        }
+                        Some(_) => {}
                     }
                 }
             }
@@ -321,8 +361,9 @@ impl Dataplane for DataplaneService {
             });
         }
         let nodes = if req.include_nodes {
-            c.node_counts()
-                .into_iter()
+            let mut v = c.node_counts();
+            self.paths.snapshot(&mut v);
+            v.into_iter()
                 .map(|(node, reason, value)| pb::NodeCounter {
                     node: node.to_owned(),
                     reason: reason.to_owned(),
@@ -370,14 +411,19 @@ impl Dataplane for DataplaneService {
             *s = Some(tx);
         }
         let inject = Arc::clone(&self.inject);
+        let paths = Arc::clone(&self.paths);
         tokio::spawn(async move {
             while let Ok(Some(f)) = inbound.message().await {
                 let port = match f.port {
                     0 => PortId::Access,
                     1 => PortId::Uplink,
-                    _ => continue,
+                    _ => {
+                        ControlPathCounters::inc(&paths.inject_dropped);
+                        continue;
+                    }
                 };
                 if f.frame.len() > PUNT_SNAPLEN || f.frame.len() < 14 {
+                    ControlPathCounters::inc(&paths.inject_dropped);
                     continue;
                 }
                 let mut rec = InjectRecord {
@@ -386,10 +432,12 @@ impl Dataplane for DataplaneService {
                     data: [0; PUNT_SNAPLEN],
                 };
                 rec.data[..f.frame.len()].copy_from_slice(&f.frame);
-                if let Ok(mut g) = inject.lock()
-                    && let Some(p) = g.as_mut()
-                {
-                    let _ = p.push(rec);
+                let queued = inject
+                    .lock()
+                    .ok()
+                    .and_then(|mut g| g.as_mut().map(|p| p.push(rec).is_ok()));
+                if queued != Some(true) {
+                    ControlPathCounters::inc(&paths.inject_dropped);
                 }
             }
         });

@@ -662,6 +662,26 @@ async fn subscriber_traffic() {
             .await
             .expect("inject");
     }
+    // A frame for a port that does not exist is dropped and counted on the control path.
+    inject_tx
+        .send(pb::InjectedFrame {
+            port: 7,
+            frame: frame.clone(),
+        })
+        .await
+        .expect("inject");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while node_counter(
+        &mut c,
+        "control-path",
+        "inject dropped: bad frame or ring full",
+    )
+    .await
+        == 0
+    {
+        assert!(Instant::now() < deadline, "bad inject not counted");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let out = listener.wait_with_output().expect("listener output");
     let got: serde_json::Value = serde_json::from_slice(&out.stdout).expect("listener JSON");
     assert!(
