@@ -7,9 +7,11 @@
 #                                                   ns <tag>-core (uplink, web) ⇄ d1 ┘
 #   kbng-control in the host namespace: DHCP over the punt stream, API on 127.0.0.1
 #
-# then onboards a demo set of subscribers (known ones on two plans, untagged and 802.1Q, and
-# an unknown one that lands in the walled garden), prints a live summary, and removes
-# everything it created on exit or Ctrl-C. KBNG_LAB_SECONDS bounds the summary (default 600).
+# then onboards a demo set of subscribers (known ones on two plans, untagged, 802.1Q and QinQ,
+# and an unknown one that lands in the walled garden), runs some traffic, prints a live summary
+# through kbngctl, drains the sessions at the end, and removes everything it created on exit or
+# Ctrl-C. KBNG_LAB_SECONDS bounds the summary (default 600). The cap comes from the signed lab
+# licence, verified by kbng-control itself.
 set -uo pipefail
 bin=${1:?usage: lab/demo.sh <folder of release binaries>}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,13 +19,16 @@ helpers=$root/tests/control
 tag=kl$$
 tmp=$(mktemp -d /tmp/kbng-lab.XXXXXX)
 sock=$tmp/dp.sock
-api=127.0.0.1:$((30000 + $$ % 20000))
+# kbngctl's default server; another address only when that port is taken.
+api=127.0.0.1:7180
+if ss -ltn 2>/dev/null | grep -q '127.0.0.1:7180 '; then api=127.0.0.1:$((30000 + $$ % 20000)); fi
 seconds=${KBNG_LAB_SECONDS:-600}
 pids=()
 dp_pid=
 ctl_pid=
 
 say() { printf '\033[1m[%s] %s\033[0m\n' "$(date +%T)" "$*"; }
+kbngctl() { "$bin/kbngctl" --server "$api" "$@"; }
 # shellcheck source=../tests/lib/netns.sh
 source "$root/tests/lib/netns.sh"
 
@@ -44,14 +49,15 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-say "lab licence: verified with the lab public key"
-"$bin/kbngctl" licence verify --public-key "$(cat "$root/deploy/samples/lab-licence-public.key")" \
-    "$root/deploy/samples/licence.yaml" | tee "$tmp/licence.txt" || exit 1
-awk '/^maxSessions:/ {print $2}' "$tmp/licence.txt" >"$tmp/cap"
+licence=$root/deploy/samples/licence.yaml
+licence_key=$root/deploy/samples/lab-licence-public.key
+say "lab licence: kbngctl licence verify (offline, with the lab public key)"
+"$bin/kbngctl" licence verify --public-key "$(cat "$licence_key")" "$licence" || exit 1
 
 say "network namespaces: access hub, dataplane, uplink"
 topology_up
 mkdir -p "$tmp/www" && echo "hello from the uplink" >"$tmp/www/index.html"
+head -c 4000000 /dev/zero >"$tmp/www/big"
 ip netns exec "$(ns core)" /usr/bin/python3 -m http.server 8080 --bind 192.0.2.1 \
     --directory "$tmp/www" >/dev/null 2>&1 &
 pids+=($!)
@@ -63,14 +69,15 @@ ip netns exec "$(ns dut)" "$bin/kbng-dataplane" --cores 0,1 \
     --sessions 4096 --plans 16 --grpc-listen "unix:$sock" >"$tmp/dataplane.log" 2>&1 &
 dp_pid=$!
 
-say "kbng-control: two plans, local subscribers, walled garden, cap $(cat "$tmp/cap") from the licence"
+say "kbng-control: two plans, local subscribers, walled garden, the signed licence"
 cat >"$tmp/subscribers.csv" <<CSV
 mac,circuit_id,remote_id,plan
 02:00:00:00:01:01,,,gold
 02:00:00:00:01:02,,,silver
-02:00:00:00:01:03,,,gold
 0a:cc:00:00:00:00,,,silver
 0a:cc:00:00:00:01,,,silver
+0a:dd:00:00:00:00,,,gold
+0a:dd:00:00:00:01,,,silver
 CSV
 cat >"$tmp/control.yaml" <<YAML
 dataplanes: ["unix:$sock"]
@@ -82,7 +89,7 @@ plans:
 defaultPlan: silver
 unknownSubscribers: captive
 subscribersFile: $tmp/subscribers.csv
-licence: {capFile: $tmp/cap}
+licence: {file: $licence, publicKeyFile: $licence_key}
 store: $tmp/sessions.redb
 apiListen: "$api"
 walledGarden: {portalUrl: "http://portal.kbng.test/signup", allowed: [{prefix: 192.0.2.53/32}]}
@@ -97,6 +104,11 @@ done
 if ((!connected)); then
     say "control did not connect to the dataplane"; tail -5 "$tmp/control.log" "$tmp/dataplane.log"; exit 1
 fi
+
+say "the control's licence: kbngctl licence status"
+kbngctl licence status | sed 's/^/    /'
+say "registering subscriber c3 (gold) live: kbngctl subscribers add"
+kbngctl subscribers add --mac 02:00:00:00:01:03 --plan gold | sed 's/^/    /' || exit 1
 
 addr_of() { inns "$1" ip -4 -o addr show dev e0 | awk '{print $4}' | head -1; }
 mkdir -p "$tmp/etc" && touch "$tmp/etc/resolv.conf"
@@ -118,6 +130,10 @@ say "subscribers behind 802.1Q VLAN 100 (silver): scapy DHCP clients"
 client t1 0a:cc:00:00:ff:ff
 inns t1 ip link set e0 promisc on
 inns t1 /usr/bin/python3 "$helpers/dhcp.py" dora e0 0a:cc:00:00 2 100 2>>"$tmp/clients.log" | sed 's/^/    leased /'
+say "subscribers behind QinQ S-VLAN 200 / C-VLAN 10 (gold, silver): scapy DHCP clients"
+client q1 0a:dd:00:00:ff:ff
+inns q1 ip link set e0 promisc on
+inns q1 /usr/bin/python3 "$root/lab/qinq.py" "$helpers" e0 0a:dd:00:00 2 200 10 2>>"$tmp/clients.log" | sed 's/^/    leased /'
 say "unknown subscriber c4: udhcpc, admitted to the walled garden"
 client c4 02:00:00:00:0f:04
 inns c4 timeout 30 udhcpc -i e0 -n -q -f -s /etc/udhcpc/default.script >>"$tmp/clients.log" 2>&1
@@ -129,34 +145,39 @@ for c in c1 c2 c3; do
 done
 printf '    c4: %s\n' "$(inns c4 curl -s -i -m 3 http://198.51.100.7/ 2>&1 | tr -d '\r' | grep -E '^(HTTP|Location)' | tr '\n' ' ')"
 
+say "background traffic: c1 (gold, 100 Mb/s) and c2 (silver, 20 Mb/s) download from the uplink"
+for c in c1 c2; do
+    inns "$c" sh -c "end=\$((\$(date +%s) + $seconds + 30)); while [ \$(date +%s) -lt \$end ]; do
+        curl -s -o /dev/null -m 10 http://192.0.2.1:8080/big; done" >/dev/null 2>&1 &
+    pids+=($!)
+done
+
 summary() {
-    curl -sf "http://$api/v1/sessions?limit=1000" | /usr/bin/python3 -c '
-import collections, json, sys
-d = json.load(sys.stdin)["sessions"]
-names = {0: "none", 10: "gold", 20: "silver"}  # the plan ids of control.yaml above
-by = collections.Counter((s["state"], names.get(s.get("planId"), str(s.get("planId", "-"))))
-                         for s in d)
-print("    sessions: %d active, %d captive" % (sum(1 for s in d if s["state"] == "active"),
-                                             sum(1 for s in d if s["state"] == "captive")))
-for (state, plan), n in sorted(by.items()):
-    print("      %-8s %-8s %d" % (state, plan, n))
-'
-    curl -sf "http://$api/v1/dataplanes/0/counters" | /usr/bin/python3 -c '
-import json, sys
-d = json.load(sys.stdin)
-rows = d if isinstance(d, list) else d.get("nodes", [])
-drops = [r for r in rows if r.get("value") and r.get("node") != "dataplane"]
-print("    dataplane node counters:")
-for r in drops:
-    print("      %-18s %-28s %d" % (r.get("node"), r.get("reason"), r.get("value")))
-'
+    kbngctl status | sed 's/^/    /'
+    kbngctl plans --measure 2 | sed 's/^/    /'
 }
 
+[[ $api == 127.0.0.1:7180 ]] && env_hint="" || env_hint="KBNG_SERVER=$api "
+cat <<TRY
+
+  kbngctl talks to this BNG (binaries in $bin); try, in another terminal:
+    ${env_hint}$bin/kbngctl sessions list
+    ${env_hint}$bin/kbngctl sessions show <id>        # one session and its counters
+    ${env_hint}$bin/kbngctl sessions watch            # changes as they happen (Ctrl-C ends)
+    ${env_hint}$bin/kbngctl plans --measure 2         # plans, sessions, traffic now
+    ${env_hint}$bin/kbngctl status                    # licence, dataplane cores/ports, drops
+    ${env_hint}$bin/kbngctl licence status
+    ${env_hint}$bin/kbngctl subscribers add --mac 02:00:00:00:0f:04 --plan silver
+    ${env_hint}$bin/kbngctl sessions drain
+  The operator API itself: curl -s http://$api/v1/status (cnf-control/API.md)
+
+TRY
 say "live summary every 5 s for up to ${seconds} s (Ctrl-C ends the lab and cleans up)"
-say "try: curl -s http://$api/v1/sessions | python3 -m json.tool"
 end=$((SECONDS + seconds))
 while ((SECONDS < end)); do
     say "summary"
     summary
     sleep 5
 done
+say "end of the lab: kbngctl sessions drain"
+kbngctl sessions drain --timeout 20 | sed 's/^/    /'
