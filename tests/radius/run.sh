@@ -1,0 +1,347 @@
+#!/usr/bin/env bash
+# End-to-end suite of kbng-control's RADIUS adapter against a real FreeRADIUS, with the real
+# kbng-dataplane on veth pairs in network namespaces and real DHCP clients:
+#
+#   ns cN (client) ⇄ ns hub (bridge) ⇄ ns dut: kbng-dataplane ⇄ ns core (192.0.2.1, HTTP)
+#   kbng-control (host namespace) ── RADIUS auth/acct ──▶ freeradius -X (config generated here)
+#        ▲ DAS (CoA/Disconnect, UDP)  ◀── radclient             on a loopback address of its own
+#
+# FreeRADIUS answers from a users file (MAC → Filter-Id naming the plan, Acct-Interim-Interval)
+# and writes accounting to a detail file, which the checks read. The control's first RADIUS
+# server is a dead port, so every first request proves failover. Prints "ok - ..." or
+# "not ok - ..." per check; exits non-zero on any failure. Stops what it started by pid.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+tag=kr$$ # used by tests/lib/netns.sh
+export tag
+tmp=$(mktemp -d /tmp/kbng-radius-e2e.XXXXXX)
+chmod 755 "$tmp"
+sock=$tmp/dp.sock
+# A loopback address and ports of this run's own, away from a system FreeRADIUS on 1812.
+rip=127.$((($$ >> 16) % 200 + 20)).$((($$ >> 8) % 256)).$(($$ % 250 + 2))
+base=$((21000 + ($$ % 500) * 8))
+auth_port=$base acct_port=$((base + 1)) dead_port=$((base + 2)) das_port=$((base + 3)) dead_acct=$((base + 5))
+api=127.0.0.1:$((base + 4))
+secret=kbng-radius-secret-$$
+das_secret=kbng-das-secret-$$
+passed=0
+failed=0
+pids=()
+dp_pid=
+ctl_pid=
+rad_pid=
+
+log() { printf '# [%s] %s\n' "$(date +%T)" "$*"; }
+ok() { passed=$((passed + 1)); echo "ok - $1"; }
+bad() { failed=$((failed + 1)); echo "not ok - $1"; [[ -n ${2:-} ]] && echo "$2" | sed 's/^/#   /' | head -20; }
+check() { local name=$1; shift; if "$@"; then ok "$name"; else bad "$name"; fi; }
+# shellcheck source=../lib/netns.sh
+source "$root/tests/lib/netns.sh"
+
+cleanup() {
+    set +e
+    [[ -n $ctl_pid ]] && kill -9 "$ctl_pid" 2>/dev/null && wait "$ctl_pid" 2>/dev/null
+    [[ -n $rad_pid ]] && kill "$rad_pid" 2>/dev/null
+    [[ -n $dp_pid ]] && kill -TERM "$dp_pid" 2>/dev/null && sleep 1 && kill -9 "$dp_pid" 2>/dev/null
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+    topology_down
+    [[ ${KEEP_TMP:-0} == 1 ]] || rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+for tool in ip ethtool dhclient udhcpc curl python3 freeradius radclient; do
+    command -v "$tool" >/dev/null || { echo "not ok - missing $tool (see tests/radius/PACKAGES)"; exit 1; }
+done
+
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
+log "building kbng-dataplane and kbng-control (release)"
+# KBNG_PREBUILT=1 uses the binaries already in $CARGO_TARGET_DIR/release (while iterating).
+if [[ ${KBNG_PREBUILT:-0} != 1 ]]; then
+    (cd "$root" && cargo build -q --release -p kbng-dataplane -p kbng-control) || { echo "not ok - build"; exit 1; }
+fi
+dp_bin=$CARGO_TARGET_DIR/release/kbng-dataplane
+ctl_bin=$CARGO_TARGET_DIR/release/kbng-control
+
+# ---- FreeRADIUS: a minimal configuration of our own, in the foreground
+rdb=$tmp/raddb
+mkdir -p "$rdb/mods-config/files" "$tmp/radacct" "$tmp/run" "$tmp/log"
+echo "# no local attributes" >"$rdb/dictionary"
+: >"$rdb/mods-config/files/accounting"
+: >"$rdb/mods-config/files/pre-proxy"
+cat >"$rdb/mods-config/files/authorize" <<EOF
+"02:00:00:00:0a:01" Cleartext-Password := "02:00:00:00:0a:01"
+	Filter-Id := "gold",
+	Acct-Interim-Interval := 3
+
+"02:00:00:00:0a:02" Cleartext-Password := "02:00:00:00:0a:02"
+	Filter-Id := "silver",
+	Acct-Interim-Interval := 3
+EOF
+cat >"$rdb/radiusd.conf" <<EOF
+prefix = /usr
+exec_prefix = /usr
+sysconfdir = /etc
+localstatedir = /var
+sbindir = /usr/sbin
+logdir = $tmp/log
+raddbdir = $rdb
+radacctdir = $tmp/radacct
+name = freeradius
+confdir = \${raddbdir}
+modconfdir = \${confdir}/mods-config
+run_dir = $tmp/run
+db_dir = $tmp
+libdir = /usr/lib/freeradius
+pidfile = $tmp/run/radiusd.pid
+max_request_time = 30
+cleanup_delay = 5
+max_requests = 1024
+hostname_lookups = no
+proxy_requests = no
+log {
+	destination = files
+	file = $tmp/log/radius.log
+	auth = yes
+}
+security {
+	allow_core_dumps = no
+	max_attributes = 200
+	reject_delay = 0
+	status_server = no
+}
+thread pool {
+	start_servers = 2
+	max_servers = 4
+	min_spare_servers = 1
+	max_spare_servers = 4
+	max_requests_per_server = 0
+}
+client kbng {
+	ipaddr = 127.0.0.1
+	secret = $secret
+	require_message_authenticator = yes
+}
+modules {
+	pap {
+		normalise = yes
+	}
+	files {
+		moddir = \${modconfdir}/files
+		filename = \${moddir}/authorize
+		acctusersfile = \${moddir}/accounting
+		preproxy_usersfile = \${moddir}/pre-proxy
+	}
+	detail {
+		filename = $tmp/radacct/detail
+		permissions = 0600
+		header = "%t"
+		locking = no
+	}
+}
+server default {
+	listen {
+		type = auth
+		ipaddr = $rip
+		port = $auth_port
+	}
+	listen {
+		type = acct
+		ipaddr = $rip
+		port = $acct_port
+	}
+	authorize {
+		files
+		pap
+	}
+	authenticate {
+		Auth-Type PAP {
+			pap
+		}
+	}
+	preacct {
+	}
+	accounting {
+		detail
+	}
+	post-auth {
+	}
+}
+EOF
+log "starting freeradius on $rip:$auth_port/$acct_port"
+freeradius -X -d "$rdb" >"$tmp/freeradius.log" 2>&1 &
+rad_pid=$!
+rad_up=0
+for _ in $(seq 1 50); do
+    grep -qs "Ready to process requests" "$tmp/freeradius.log" && { rad_up=1; break; }
+    kill -0 "$rad_pid" 2>/dev/null || break
+    sleep 0.2
+done
+if ((rad_up)); then ok "freeradius runs with the generated configuration"; else
+    bad "freeradius runs with the generated configuration" "$(tail -15 "$tmp/freeradius.log")"; exit 1; fi
+
+# ---- topology, dataplane, a server in the core namespace
+topology_up
+mkdir -p "$tmp/www" && echo kbng-core >"$tmp/www/index.html"
+head -c 3000000 /dev/zero >"$tmp/www/big"
+ip netns exec "$(ns core)" /usr/bin/python3 -m http.server 8080 --bind 192.0.2.1 --directory "$tmp/www" >/dev/null 2>&1 &
+pids+=($!)
+for _ in $(seq 1 50); do inns core curl -s -m 1 http://192.0.2.1:8080/ 2>/dev/null | grep -q kbng-core && break; sleep 0.2; done
+ip netns exec "$(ns dut)" "$dp_bin" --cores 0,1 \
+    --access net_af_packet0,iface=d0 --uplink net_af_packet1,iface=d1 \
+    --no-huge --no-pci -m 512 --no-shconf --uplink-address 192.0.2.254/24 --next-hop 192.0.2.1 \
+    --sessions 4096 --plans 16 --grpc-listen "unix:$sock" >"$tmp/dataplane.log" 2>&1 &
+dp_pid=$!
+
+# ---- control with RADIUS: a dead first server, then FreeRADIUS
+echo "$secret" >"$tmp/secret"
+export KBNG_DAS_SECRET=$das_secret
+cat >"$tmp/control.yaml" <<EOF
+dataplanes: ["unix:$sock"]
+pools:
+  - {name: p0, cidr: 100.64.0.0/24, gateway: 100.64.0.1, leaseSecs: 600, dns: [192.0.2.53]}
+plans:
+  - {name: gold, id: 10, rateBps: 100000000}
+  - {name: silver, id: 11, rateBps: 20000000}
+defaultPlan: gold
+unknownSubscribers: captive
+store: $tmp/sessions.redb
+apiListen: "$api"
+walledGarden: {portalUrl: "http://portal.kbng.test/login", allowed: [{prefix: 192.0.2.53/32}]}
+aaa:
+  radius:
+    servers:
+      - {address: "$rip:$dead_port", accountingAddress: "$rip:$dead_acct", secretFile: $tmp/secret}
+      - {address: "$rip:$auth_port", accountingAddress: "$rip:$acct_port", secretFile: $tmp/secret}
+    timeoutMs: 400
+    retries: 1
+    nasIdentifier: kbng-e2e
+    nasIpAddress: 127.0.0.1
+    accounting: {interimSecs: 0}
+    das: {listen: "$rip:$das_port", clients: [{address: 127.0.0.1, secretEnv: KBNG_DAS_SECRET}]}
+EOF
+sed 's#secretFile: '"$tmp"'/secret}#secretFile: /nonexistent/secret}#' "$tmp/control.yaml" >"$tmp/bad.yaml"
+out=$("$ctl_bin" --config "$tmp/bad.yaml" 2>&1)
+check "a bad RADIUS secret file stops the control naming the field" \
+    grep -q 'aaa.radius.servers\[0\].secretFile: /nonexistent/secret' <<<"$out"
+
+"$ctl_bin" --config "$tmp/control.yaml" --log info,kbng_control=debug >"$tmp/control.log" 2>&1 &
+ctl_pid=$!
+up=0
+for _ in $(seq 1 100); do
+    curl -sf "http://$api/v1/dataplanes" 2>/dev/null | grep -q '"connected":true' && { up=1; break; }
+    sleep 0.2
+done
+if ((up)); then ok "control connects to the dataplane with RADIUS configured"; else
+    bad "control connects to the dataplane with RADIUS configured" "$(tail -5 "$tmp/control.log")"; exit 1; fi
+
+apiget() { curl -sf "http://$api$1"; }
+py() { /usr/bin/python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+counter() { apiget /v1/status | py "dict(d['counters']).get('$1', 0)"; }
+session_of() { apiget "/v1/sessions?limit=1000&ip=$1" | py "d['sessions'][0]['$2'] if d['sessions'] else None"; }
+audit_clean() {
+    local a
+    a=$(apiget /v1/audit) || return 1
+    echo "$a" | py 'all(not x["diff"]["leaks"] and not x["diff"]["orphans"] and not x["diff"]["mismatched"] for x in d)' | grep -q True
+}
+detail() { /usr/bin/python3 "$here/detail.py" "$tmp/radacct/detail"; }
+# detail_has SESSION-ID STATUS PYTHON-CONDITION-ON-r: a record of that session and status exists
+detail_has() {
+    detail | py "any(r.get('Acct-Session-Id') == '$1' and r.get('Acct-Status-Type') == '$2' and ($3) for r in d)" | grep -q True
+}
+wait_for() { # seconds command...: retry for up to that many seconds
+    local n=$(($1 * 5)); shift
+    for _ in $(seq 1 "$n"); do "$@" && return 0; sleep 0.2; done
+    return 1
+}
+addr_of() { inns "$1" ip -4 -o addr show dev e0 | awk '{print $4}' | cut -d/ -f1 | head -1; }
+reach() { local _i; for _i in 1 2 3 4 5 6 7 8; do inns "$1" curl -s -m 2 http://192.0.2.1:8080/ 2>/dev/null | grep -q kbng-core && return 0; sleep 1; done; return 1; }
+coa() { # KIND SECRET ATTRS...: radclient's output (-x), one try, 3 s timeout
+    local kind=$1 s=$2; shift 2
+    printf '%s\n' "$@" | timeout 10 radclient -x -r 1 -t 3 "$rip:$das_port" "$kind" "$s" 2>&1
+}
+mkdir -p "$tmp/etc" && touch "$tmp/etc/resolv.conf"
+
+# ---- admission: two known MACs get their plan from FreeRADIUS, an unknown one is captive
+client c1 02:00:00:00:0a:01
+client c2 02:00:00:00:0a:02
+client c3 02:00:00:00:0a:03
+inns c1 unshare -m sh -c "mount --bind $tmp/etc/resolv.conf /etc/resolv.conf &&
+    timeout 30 dhclient -4 -1 -v -pf $tmp/dhclient-c1.pid -lf $tmp/dhclient-c1.leases e0" >>"$tmp/clients.log" 2>&1
+inns c2 timeout 30 udhcpc -i e0 -n -q -f -s /etc/udhcpc/default.script >>"$tmp/clients.log" 2>&1
+inns c3 timeout 30 udhcpc -i e0 -n -q -f -s /etc/udhcpc/default.script >>"$tmp/clients.log" 2>&1
+ip1=$(addr_of c1) ip2=$(addr_of c2) ip3=$(addr_of c3)
+log "leases: c1=$ip1 c2=$ip2 c3=$ip3"
+p1=$(session_of "$ip1" planId) p2=$(session_of "$ip2" planId)
+if [[ $p1 == 10 && $p2 == 11 ]] && reach c1; then ok "known MACs get the plan named by FreeRADIUS (gold=$p1, silver=$p2) and forward"; else
+    bad "known MACs get the plan named by FreeRADIUS" "c1 plan=$p1 c2 plan=$p2 $(tail -5 "$tmp/control.log")"; fi
+check "the dataplane holds the sessions with those plans (audit: no leak, orphan or mismatch)" audit_clean
+c3_captive=$(session_of "$ip3" captive)
+resp=$(inns c3 curl -s -i -m 5 http://198.51.100.7/ 2>&1 | tr -d '\r')
+if [[ $c3_captive == True ]] && grep -q '^HTTP/1.1 302' <<<"$resp"; then ok "an unknown MAC is rejected by FreeRADIUS and admitted captive (portal 302)"; else
+    bad "an unknown MAC is rejected by FreeRADIUS and admitted captive" "captive=$c3_captive $(head -3 <<<"$resp")"; fi
+check "FreeRADIUS logged the Access-Reject of the unknown MAC" grep -q 'Login incorrect.*02:00:00:00:0a:03' "$tmp/freeradius.log"
+rej=$(counter "authorization rejected") acc=$(counter "authorization accepted") fo=$(counter "RADIUS failovers")
+if ((rej >= 1 && acc >= 2 && fo >= 1)); then ok "counters: accepted=$acc rejected=$rej failovers from the dead server=$fo"; else
+    bad "counters of accepts, rejects and failovers" "accepted=$acc rejected=$rej failovers=$fo"; fi
+check "Access-Requests carry Message-Authenticator (the client requires it)" grep -q 'Message-Authenticator' "$tmp/freeradius.log"
+
+# ---- accounting: Start, then Interim-Update with octets after traffic
+id1=$(session_of "$ip1" id)
+asid1=$(printf '%016x' "$id1")
+check "accounting Start of c1 reached FreeRADIUS (Acct-Session-Id $asid1)" \
+    wait_for 5 detail_has "$asid1" Start "r.get('Framed-IP-Address') == '$ip1' and r.get('NAS-Identifier') == 'kbng-e2e'"
+inns c1 curl -s -m 20 -o /dev/null http://192.0.2.1:8080/big
+check "an Interim-Update of c1 carries the traffic (output octets >= 3000000, input > 0)" \
+    wait_for 10 detail_has "$asid1" Interim-Update "int(r.get('Acct-Output-Octets', 0)) >= 3000000 and int(r.get('Acct-Input-Octets', 0)) > 0"
+
+# ---- CoA: change c1's plan live
+out=$(coa coa "$das_secret" "Acct-Session-Id = \"$asid1\"" 'Filter-Id = "silver"')
+p1=$(session_of "$ip1" planId)
+if grep -q 'Received CoA-ACK' <<<"$out" && [[ $p1 == 11 ]]; then ok "CoA-Request with Filter-Id changes c1's plan live (CoA-ACK, planId 11)"; else
+    bad "CoA-Request changes the plan" "plan=$p1 $out"; fi
+check "the dataplane holds c1 with its new plan (audit clean)" audit_clean
+check "c1 still forwards after the plan change" reach c1
+out=$(coa coa "$das_secret" 'Framed-IP-Address = 100.64.0.250' 'Filter-Id = "gold"')
+check "CoA for no session is NAKed with Session-Context-Not-Found" grep -q 'Session-Context-Not-Found' <<<"$out"
+out=$(coa coa "$das_secret" "Acct-Session-Id = \"$asid1\"" 'Filter-Id = "platinum"')
+check "CoA naming an unknown plan is NAKed with Invalid-Attribute-Value" grep -q 'Invalid-Attribute-Value' <<<"$out"
+before=$(counter "DAS bad authenticator")
+out=$(coa coa "wrong-$das_secret" "Acct-Session-Id = \"$asid1\"" 'Filter-Id = "gold"')
+bad_counted() { after=$(counter "DAS bad authenticator"); ((after == before + 1)); }
+wait_for 4 bad_counted
+p1=$(session_of "$ip1" planId)
+if ! grep -q 'Received CoA-' <<<"$out" && ((after > before)) && [[ $p1 == 11 ]]; then ok "a CoA with a wrong secret is discarded, counted ($before -> $after) and changes nothing"; else
+    bad "a CoA with a wrong secret is discarded and counted" "before=$before after=$after plan=$p1 $out"; fi
+
+# ---- Disconnect: ends c1 in control and dataplane; Stop with octets and Admin-Reset
+out=$(coa disconnect "$das_secret" "Framed-IP-Address = $ip1")
+sleep 1
+n=$(apiget "/v1/sessions?limit=1000&ip=$ip1" | py 'len(d["sessions"])')
+if grep -q 'Received Disconnect-ACK' <<<"$out" && [[ $n == 0 ]] && audit_clean; then ok "Disconnect-Request removes c1 from control and dataplane (Disconnect-ACK)"; else
+    bad "Disconnect-Request removes the session" "left=$n $out"; fi
+check "accounting Stop of c1 reached FreeRADIUS with Admin-Reset and nonzero octets" \
+    wait_for 5 detail_has "$asid1" Stop "r.get('Acct-Terminate-Cause') == 'Admin-Reset' and int(r.get('Acct-Output-Octets', 0)) >= 3000000 and int(r.get('Acct-Session-Time', -1)) >= 0"
+out=$(coa disconnect "$das_secret" "Acct-Session-Id = \"$asid1\"")
+check "a second Disconnect for c1 is NAKed: the session is gone" grep -q 'Received Disconnect-NAK' <<<"$out"
+
+# ---- no RADIUS server answering: the unknown-subscriber policy applies, counted apart
+kill "$rad_pid"; wait "$rad_pid" 2>/dev/null; rad_pid=
+client c4 02:00:00:00:0a:04
+if inns c4 timeout 30 udhcpc -i e0 -n -q -f -s /etc/udhcpc/default.script >>"$tmp/clients.log" 2>&1; then
+    ip4=$(addr_of c4)
+    c4_captive=$(session_of "$ip4" captive)
+    un=$(counter "authorization unreachable")
+    if [[ $c4_captive == True ]] && ((un >= 1)); then ok "with every server silent a subscriber is admitted per policy (captive), counted as unreachable"; else
+        bad "servers silent: policy applies" "captive=$c4_captive unreachable=$un"; fi
+else
+    bad "servers silent: policy applies" "no lease $(tail -3 "$tmp/clients.log")"
+fi
+check "the control survived the whole run" kill -0 "$ctl_pid"
+
+if ((failed)); then
+    log "logs kept in $tmp"; KEEP_TMP=1
+    tail -20 "$tmp/control.log" | sed 's/^/# /'
+fi
+echo "# $passed passed, $failed failed"
+((failed == 0))
