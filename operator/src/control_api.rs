@@ -361,6 +361,66 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn get_and_post_against_an_http_server() {
+        use axum::routing::{get, post};
+        let app = axum::Router::new()
+            .route(
+                "/v1/status",
+                get(|| async { r#"{"sessions": {"total": 1, "active": 1, "captive": 0}}"# }),
+            )
+            .route(
+                "/v1/sessions/drain",
+                post(|| async { r#"{"before": 1, "remaining": 0}"# }),
+            )
+            .route(
+                "/broken",
+                get(|| async {
+                    (
+                        axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                        "engine stopped",
+                    )
+                }),
+            );
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", l.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(l, app).await });
+        let v = call(hyper::Method::GET, &base, "/v1/status", REQUEST_TIMEOUT)
+            .await
+            .unwrap();
+        assert_eq!(parse_status(&v).sessions.map(|t| t.total), Some(1));
+        let v = call(
+            hyper::Method::POST,
+            &base,
+            "/v1/sessions/drain",
+            REQUEST_TIMEOUT,
+        )
+        .await
+        .unwrap();
+        assert_eq!(v["remaining"], 0);
+        let e = call(hyper::Method::GET, &base, "/broken", REQUEST_TIMEOUT)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&e, ControlApiError::Status { status: 503, body, .. } if body == "engine stopped"),
+            "{e}"
+        );
+        // Nothing listens on a port just released.
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let e = call(
+            hyper::Method::GET,
+            &format!("http://127.0.0.1:{port}"),
+            "/v1/status",
+            REQUEST_TIMEOUT,
+        )
+        .await
+        .unwrap_err();
+        assert!(matches!(e, ControlApiError::Io { .. }), "{e}");
+    }
+
+    #[tokio::test]
     async fn unreachable_control_is_an_error_within_the_timeout() {
         // A listener that accepts and never answers.
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

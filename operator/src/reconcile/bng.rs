@@ -366,10 +366,12 @@ async fn converge(bng: &Bng, ns: &str, ctx: &Context) -> Result<Action, Reconcil
         let until_review = review
             .map(|at| (at.as_second() - now.as_second()).max(1) as u64 + 1)
             .unwrap_or(300);
-        // Session counts are polled: a reachable control is read every 30 s.
+        // Session counts are polled: a reachable control every 30 s; one that did not answer
+        // every 15 s, so a control that comes up is seen soon (each try costs at most the
+        // request timeout, and an unchanged status is not rewritten).
         let poll = match control {
             ControlView::Reported { .. } => 30,
-            ControlView::Unreachable(_) => 300,
+            ControlView::Unreachable(_) => 15,
         };
         Duration::from_secs(until_review.min(poll))
     }))

@@ -213,6 +213,12 @@ where
         debug!(object = %key, %err, "write raced a newer version; retrying");
         return Action::requeue(CONFLICT_RETRY);
     }
+    if err.is_not_found() {
+        // The object went away while it was being reconciled (deleted, finalizer released):
+        // nothing is left to converge, and nothing to report.
+        debug!(object = %key, %err, "object gone during reconcile");
+        return Action::await_change();
+    }
     let delay = ctx.backoff(&key);
     warn!(object = %key, %err, retry_in = ?delay, "reconcile failed");
     Action::requeue(delay)
@@ -225,6 +231,11 @@ impl ReconcileError {
     /// A 409 Conflict: the write carried a stale resourceVersion.
     pub fn is_conflict(&self) -> bool {
         matches!(self, ReconcileError::Kube(kube::Error::Api(status)) if status.code == 409)
+    }
+
+    /// A 404: what was being written no longer exists.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, ReconcileError::Kube(kube::Error::Api(status)) if status.code == 404)
     }
 }
 
@@ -293,6 +304,20 @@ mod tests {
         assert_eq!(backoff_delay(5), Duration::from_secs(32));
         assert_eq!(backoff_delay(9), Duration::from_secs(300));
         assert_eq!(backoff_delay(u32::MAX), Duration::from_secs(300));
+    }
+
+    #[test]
+    fn api_error_kinds() {
+        let api = |code: u16| {
+            ReconcileError::Kube(kube::Error::Api(
+                kube::core::Status::failure("x", "y")
+                    .with_code(code)
+                    .boxed(),
+            ))
+        };
+        assert!(api(404).is_not_found() && !api(404).is_conflict());
+        assert!(api(409).is_conflict() && !api(409).is_not_found());
+        assert!(!api(500).is_not_found() && !api(500).is_conflict());
     }
 
     #[test]
