@@ -298,4 +298,129 @@ mod tests {
             Ok(Some(None))
         );
     }
+
+    /// An engine with one session bound by an external Accept: (engine, id, ip, mac).
+    fn bound_engine() -> (Engine, SessionId, Ipv4Addr, MacAddr) {
+        use crate::core::aaa::AuthOutcome;
+        use crate::core::dhcp::tests::client_frame;
+        use crate::core::engine::{EngineConfig, UnknownPolicy};
+        use crate::core::licence::{Cap, CapSource};
+        use crate::core::pacing::PacingConfig;
+        use crate::core::pool::PoolConfig;
+        use kbng_wire::{DhcpMessageType, DhcpOp, DhcpRepr};
+        let cfg = EngineConfig {
+            pools: vec![PoolConfig {
+                name: "p".into(),
+                network: Ipv4Addr::new(100, 64, 0, 0),
+                prefix_len: 24,
+                gateway: Ipv4Addr::new(100, 64, 0, 1),
+                lease_secs: 600,
+                dns: vec![],
+                exclusions: vec![],
+            }],
+            plans: [("gold".to_string(), 10), ("silver".to_string(), 11)].into(),
+            default_plan: 10,
+            captive_plan: 1,
+            unknown: UnknownPolicy::Captive,
+            option82_identity: false,
+            external_auth: true,
+            pacing: PacingConfig {
+                rate_per_sec: 100,
+                burst: 10,
+                queue: 10,
+            },
+            max_sessions_per_line: 4,
+            quarantine_secs: 60,
+            reoffer_interval_ns: 1,
+        };
+        let cap = Cap {
+            max_sessions: 10,
+            source: CapSource::FreeBaseline {
+                reason: "test".into(),
+            },
+        };
+        let mut e = Engine::new(cfg, cap, 0).unwrap();
+        let mac = kbng_wire::MacAddr([2, 0, 0, 0, 1, 1]);
+        let d = DhcpRepr::new(DhcpOp::BootRequest, DhcpMessageType::Discover, 1, mac);
+        let out = e.handle_dhcp(0, 0, &client_frame(&d, None), 0);
+        let id = out
+            .iter()
+            .find_map(|o| match o {
+                Output::Authorize { id, .. } => Some(*id),
+                _ => None,
+            })
+            .unwrap();
+        e.auth_result(id, AuthOutcome::Accept { plan: None }, 0);
+        let ip = e.session(id).unwrap().state.ip().unwrap();
+        let mut r = DhcpRepr::new(DhcpOp::BootRequest, DhcpMessageType::Request, 2, mac);
+        r.requested_ip = Some(ip);
+        r.server_id = Some(Ipv4Addr::new(100, 64, 0, 1));
+        e.handle_dhcp(0, 0, &client_frame(&r, None), 0);
+        assert_eq!(e.session(id).unwrap().state.name(), "active");
+        (e, id, ip, mac.0)
+    }
+
+    #[test]
+    fn every_given_identifier_must_match_the_bound_session() {
+        let (e, id, ip, mac) = bound_engine();
+        let sel = |session_id, ip, mac| Selector {
+            session_id,
+            ip,
+            mac,
+        };
+        assert_eq!(resolve(&e, &sel(Some(Some(id)), None, None)), Ok(id));
+        assert_eq!(resolve(&e, &sel(None, Some(ip), Some(mac))), Ok(id));
+        assert_eq!(resolve(&e, &sel(None, None, Some(mac))), Ok(id));
+        let nf = Err(error_cause::SESSION_CONTEXT_NOT_FOUND);
+        assert_eq!(
+            resolve(
+                &e,
+                &sel(Some(Some(id)), Some(Ipv4Addr::new(100, 64, 0, 99)), None)
+            ),
+            nf
+        );
+        assert_eq!(resolve(&e, &sel(Some(Some(id + 1)), None, None)), nf);
+        assert_eq!(resolve(&e, &sel(Some(None), Some(ip), None)), nf);
+        assert_eq!(
+            resolve(&e, &sel(None, Some(ip), Some([2, 0, 0, 0, 9, 9]))),
+            nf
+        );
+    }
+
+    #[test]
+    fn apply_changes_the_plan_then_disconnects() {
+        let (mut e, _, ip, _) = bound_engine();
+        let coa = DasRequest {
+            kind: CoaKind::Coa,
+            selector: Selector {
+                ip: Some(ip),
+                ..Selector::default()
+            },
+            plan: Some("silver".into()),
+        };
+        let (out, a) = apply(&mut e, &coa, 1);
+        assert_eq!(a, DasAnswer::Ack);
+        assert!(!out.is_empty());
+        assert_eq!(e.desired(0)[0].plan_id, 11);
+        let bad = DasRequest {
+            plan: Some("platinum".into()),
+            ..coa.clone()
+        };
+        assert_eq!(
+            apply(&mut e, &bad, 2).1,
+            DasAnswer::Nak(error_cause::INVALID_ATTRIBUTE_VALUE)
+        );
+        let bye = DasRequest {
+            kind: CoaKind::Disconnect,
+            plan: None,
+            ..coa
+        };
+        assert_eq!(apply(&mut e, &bye, 3).1, DasAnswer::Ack);
+        assert!(e.desired(0).is_empty());
+        // Releasing is not bound: a second request finds nothing.
+        assert_eq!(
+            apply(&mut e, &bye, 4).1,
+            DasAnswer::Nak(error_cause::SESSION_CONTEXT_NOT_FOUND)
+        );
+    }
 }
