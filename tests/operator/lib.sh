@@ -90,12 +90,24 @@ declare -A OPERATOR_PIDS=()
 
 # start_operator IDENTITY: runs kbng-operator as the chart would (environment from the
 # chart's Deployment and ConfigMap, credentials of the chart's ServiceAccount).
+declare -A ADMIN_PORTS=()
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# The admin listener (/healthz, /readyz) of each operator process gets its own loopback
+# port in place of the chart's 0.0.0.0:8081 (they share this host); CONTROL_URL_OVERRIDE
+# points BNGs at control processes this suite runs on loopback.
 start_operator() {
   local id=$1
+  [[ -n ${ADMIN_PORTS[$id]:-} ]] || ADMIN_PORTS[$id]=$(free_port)
   (
     # shellcheck disable=SC1091
     source "$WORK/operator.env"
     export KUBECONFIG=$WORK/operator.kubeconfig POD_NAME=$id
+    export KBNG_ADMIN_LISTEN=127.0.0.1:${ADMIN_PORTS[$id]}
+    export KBNG_CONTROL_URL_OVERRIDE=${CONTROL_URL_OVERRIDE:-}
     exec "$BIN/kbng-operator"
   ) >>"$WORK/operator-$id.log" 2>&1 &
   OPERATOR_PIDS[$id]=$!
