@@ -19,7 +19,7 @@ pub mod client;
 pub mod config;
 pub mod das;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -300,19 +300,19 @@ pub async fn start(
     });
     let client = Client::new(cfg.servers.clone(), cfg.timeout, cfg.retries, Rng::open()?);
     let now = Instant::now();
-    let sessions = restored
-        .into_iter()
-        .map(|s| {
-            let next = next_interim(s.interim_secs, now);
-            (s.subject.id, (s, next))
-        })
-        .collect();
+    let mut due = BTreeSet::new();
+    let mut sessions = HashMap::new();
+    for s in restored {
+        due.extend(next_interim(s.interim_secs, now).map(|t| (t, s.subject.id)));
+        sessions.insert(s.subject.id, s);
+    }
     let (fetched_tx, fetched_rx) = mpsc::channel(1024);
     let task = Task {
         cfg: Arc::clone(&cfg),
         client,
         socket,
         sessions,
+        due,
         accept_interim: HashMap::new(),
         events: ev_tx,
         dataplanes,
@@ -353,7 +353,10 @@ struct Task {
     cfg: Arc<RadiusConfig>,
     client: Client<Req>,
     socket: Arc<UdpSocket>,
-    sessions: HashMap<SessionId, (AcctSession, Option<Instant>)>,
+    sessions: HashMap<SessionId, AcctSession>,
+    /// When each session's next Interim-Update is due. An entry whose session stopped is
+    /// skipped when it comes up (ids are never reused), so a Stop need not search here.
+    due: BTreeSet<(Instant, SessionId)>,
     accept_interim: HashMap<SessionId, u32>,
     events: mpsc::Sender<RadiusEvent>,
     dataplanes: Vec<String>,
@@ -428,13 +431,15 @@ impl Task {
                     s.interim_secs = i;
                 }
                 let r = accounting::request(&self.cfg, &s, Status::Start, crate::service::now_ns());
+                let id = s.subject.id;
                 let next = next_interim(s.interim_secs, Instant::now());
-                self.sessions.insert(s.subject.id, (s, next));
+                self.due.extend(next.map(|t| (t, id)));
+                self.sessions.insert(id, s);
                 self.tally.add("RADIUS Accounting Start");
                 self.send(r)
             }
             RadiusCmd::Stop { id, reason } => {
-                let Some((s, _)) = self.sessions.remove(&id) else {
+                let Some(s) = self.sessions.remove(&id) else {
                     self.tally.add("RADIUS Accounting Stop for no Start");
                     return None;
                 };
@@ -459,11 +464,17 @@ impl Task {
     fn interims(&mut self) {
         let now = Instant::now();
         let mut by_dp: HashMap<u32, Vec<SessionId>> = HashMap::new();
-        for (id, (s, next)) in self.sessions.iter_mut() {
-            if next.is_some_and(|t| t <= now) {
-                *next = next_interim(s.interim_secs, now);
-                by_dp.entry(s.subject.line.dataplane).or_default().push(*id);
+        while let Some(&(t, id)) = self.due.first() {
+            if t > now {
+                break;
             }
+            self.due.pop_first();
+            let Some(s) = self.sessions.get(&id) else {
+                continue;
+            };
+            self.due
+                .extend(next_interim(s.interim_secs, now).map(|t| (t, id)));
+            by_dp.entry(s.subject.line.dataplane).or_default().push(id);
         }
         for (dp, ids) in by_dp {
             let addr = self.dataplanes.get(dp as usize).cloned();
@@ -484,7 +495,7 @@ impl Task {
         match f {
             Fetched::Interim { ids, counts } => {
                 for id in ids {
-                    let Some((s, _)) = self.sessions.get_mut(&id) else {
+                    let Some(s) = self.sessions.get_mut(&id) else {
                         continue; // Stopped meanwhile.
                     };
                     match counts.get(&id) {
