@@ -490,9 +490,13 @@ t_real_binaries_accept_the_generated_workloads() {
   local rc=0 b mp out args=()
   bng_json real '.spec.dataplane.workerCores = 1 | .spec.dhcp.option82Identity = false |
       .spec.access = {"vlanMode": "untagged"}' | kubectl apply -f - || return 1
+  # A relay-mode BNG: its control configuration names the relay servers.
+  bng_json relay '.spec.dataplane.workerCores = 1 | .spec.dhcp = {"mode": "relay", "relayServers": ["192.0.2.67"]}' |
+    kubectl apply -f - || return 1
   eventually 30 k get sts real-dataplane || return 1
   eventually 30 k get cm real-control || return 1
-  for b in real lab; do
+  eventually 30 k get cm relay-control || return 1
+  for b in real lab relay; do
     mkdir -p "$WORK/check/$b"
     k get cm "$b-control" -o json | jq -r '.data["control.json"]' >"$WORK/check/$b/control.json"
     k get cm "$b-control" -o json | jq -r '.data["session-cap"]' >"$WORK/check/$b/session-cap"
@@ -501,7 +505,7 @@ t_real_binaries_accept_the_generated_workloads() {
     jq -r '.spec.template.spec.containers[0].volumeMounts[] | select(.name == "config") | .mountPath')
   expect_eq "$mp" /etc/kbng "config mount path" || return 1
   # kbng-control: the StatefulSet's command line, the ConfigMap at its mount path.
-  for b in real lab; do
+  for b in real lab relay; do
     mapfile -d '' args < <(container_args "$b-control")
     args[0]=$RELEASE_BIN/${args[0]}
     echo "+ ${args[*]} --check-config"
@@ -513,6 +517,9 @@ t_real_binaries_accept_the_generated_workloads() {
       echo "REFUSED: $out"; rc=1
     fi
   done
+  expect_eq "$(k get sts relay-control -o json | jq -c '.spec.template.spec.securityContext.sysctls')" \
+    '[{"name":"net.ipv4.ip_unprivileged_port_start","value":"67"}]' "relay control may bind port 67" || rc=1
+  k delete bng relay --wait=false
   # The check is real: an unknown field in the same file is refused, naming it.
   jq '.surprise = 1' "$WORK/check/real/control.json" >"$WORK/check/real/bad.json"
   mv "$WORK/check/real/bad.json" "$WORK/check/real/control.json"

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{
     EnvVar, EnvVarSource, HTTPGetAction, ObjectFieldSelector, PersistentVolumeClaim,
     PersistentVolumeClaimSpec, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
     ResourceRequirements, SeccompProfile, SecurityContext, Service, ServiceAccount, ServicePort,
-    ServiceSpec, TCPSocketAction, Volume, VolumeMount, VolumeResourceRequirements,
+    ServiceSpec, Sysctl, TCPSocketAction, Volume, VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -178,6 +178,7 @@ pub(crate) fn stateful_set(
     base: &Base,
     config: &WorkloadConfig,
     config_hash: String,
+    relay: bool,
 ) -> StatefulSet {
     let name = control_name(&base.bng);
     let mut volumes = vec![Volume {
@@ -303,6 +304,16 @@ pub(crate) fn stateful_set(
                     containers: vec![container],
                     volumes: Some(volumes),
                     security_context: Some(PodSecurityContext {
+                        // A DHCP relay agent listens on port 67 (RFC 2131 §4.1: servers answer
+                        // relays there). Rather than a capability a non-root user could not
+                        // use anyway, the pod's own network namespace lets ports from 67 up
+                        // be bound unprivileged (a namespaced, safe sysctl).
+                        sysctls: relay.then(|| {
+                            vec![Sysctl {
+                                name: "net.ipv4.ip_unprivileged_port_start".into(),
+                                value: "67".into(),
+                            }]
+                        }),
                         run_as_non_root: Some(true),
                         run_as_user: Some(65532),
                         fs_group: Some(65532),

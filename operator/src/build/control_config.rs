@@ -4,9 +4,10 @@
 //!
 //! What the file cannot say yet is left out rather than invented: the control meters both
 //! directions of a plan at one rate (the downstream CIR is used; the full plans stay in the
-//! SubscriberPlans), and DHCP relay mode is not rendered.
+//! SubscriberPlans). In relay mode the relay agent address defaults to the first pool's
+//! gateway, as the control does.
 
-use kbng_crds::bng::{GardenProtocol, PoolSpec, UnknownSubscriberPolicy};
+use kbng_crds::bng::{DhcpMode, GardenProtocol, PoolSpec, UnknownSubscriberPolicy};
 use serde::Serialize;
 
 use super::{Base, Inputs, dataplane_name};
@@ -44,6 +45,18 @@ pub struct LicenceFile {
     pub cap_file: String,
 }
 
+#[derive(Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct DhcpFile {
+    pub mode: &'static str,
+}
+
+#[derive(Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct RelayFile {
+    pub servers: Vec<String>,
+}
+
 /// `kbng-control`'s `ConfigFile`.
 #[derive(Debug, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
@@ -60,6 +73,10 @@ pub struct ControlConfig<'a> {
     pub store: String,
     pub api_listen: String,
     pub walled_garden: WalledGardenFile,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dhcp: Option<DhcpFile>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub relay: Option<RelayFile>,
 }
 
 /// `http://<pod>.<service>.<namespace>.svc:<port>` of dataplane pod `i`.
@@ -129,6 +146,10 @@ pub(crate) fn render<'a>(base: &Base, inputs: &'a Inputs<'a>) -> ControlConfig<'
                 })
                 .collect(),
         },
+        dhcp: (spec.dhcp.mode == DhcpMode::Relay).then_some(DhcpFile { mode: "relay" }),
+        relay: (spec.dhcp.mode == DhcpMode::Relay).then(|| RelayFile {
+            servers: spec.dhcp.relay_servers.clone(),
+        }),
     }
 }
 

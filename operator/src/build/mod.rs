@@ -79,7 +79,12 @@ pub fn build(inputs: &Inputs<'_>) -> Result<Owned, BuildError> {
         role_binding: control::role_binding(&base),
         config_map: config_map.clone(),
         service: control::service(&base),
-        control: control::stateful_set(&base, inputs.config, control::config_hash(&config_map)),
+        control: control::stateful_set(
+            &base,
+            inputs.config,
+            control::config_hash(&config_map),
+            inputs.bng.spec.dhcp.mode == kbng_crds::bng::DhcpMode::Relay,
+        ),
         dataplane: dataplane::stateful_set(&base, inputs.bng, inputs.config),
         dataplane_service: dataplane::service(&base),
     })

@@ -284,3 +284,36 @@ fn a_bng_without_uid_is_refused() {
     .unwrap_err();
     assert_eq!(err, BuildError::MissingMeta("uid"));
 }
+
+#[test]
+fn relay_mode_names_the_servers_and_lets_the_control_bind_port_67() {
+    let mut bng = sample_bng();
+    let o = owned(&bng, &WorkloadConfig::default());
+    let v: serde_json::Value =
+        serde_json::from_str(&o.config_map.data.unwrap()["control.json"]).unwrap();
+    assert!(
+        v.get("dhcp").is_none() && v.get("relay").is_none(),
+        "server mode: {v}"
+    );
+    let pod = o.control.spec.unwrap().template.spec.unwrap();
+    assert_eq!(pod.security_context.unwrap().sysctls, None);
+
+    bng.spec.dhcp.mode = kbng_crds::bng::DhcpMode::Relay;
+    bng.spec.dhcp.relay_servers = vec!["192.0.2.67".into()];
+    let o = owned(&bng, &WorkloadConfig::default());
+    let v: serde_json::Value =
+        serde_json::from_str(&o.config_map.data.unwrap()["control.json"]).unwrap();
+    assert_eq!(v["dhcp"], serde_json::json!({"mode": "relay"}));
+    assert_eq!(v["relay"], serde_json::json!({"servers": ["192.0.2.67"]}));
+    let sysctls = o
+        .control
+        .spec
+        .unwrap()
+        .template
+        .spec
+        .unwrap()
+        .security_context
+        .unwrap()
+        .sysctls;
+    assert_eq!(sysctls.unwrap()[0].value, "67");
+}
