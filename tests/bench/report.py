@@ -181,6 +181,8 @@ def markdown(report):
             f"| {lb['class']}: {lb['detail']} | {fmt(f['offered_headroom'])} "
             f"| {fmt(f['completion'])} | {ref} |"
         )
+    if report.get("notes"):
+        lines += ["", "Notes:", ""] + [f"- {n}" for n in report["notes"]]
     if report.get("errors"):
         lines += ["", "Errors:", ""] + [f"- {e}" for e in report["errors"]]
     return "\n".join(lines) + "\n"
