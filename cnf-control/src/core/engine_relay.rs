@@ -71,7 +71,11 @@ impl Engine {
         if existing.is_none()
             && matches!(kind, DhcpMessageType::Discover | DhcpMessageType::Request)
         {
-            if self.per_line.get(&line).copied().unwrap_or(0) >= self.cfg.max_sessions_per_line {
+            // Requests in flight count too: otherwise a burst of new subscribers gets the
+            // server to lease more addresses to the line than it may hold sessions.
+            let in_flight = self.relay.as_ref().map_or(0, |r| r.pending_on(&line));
+            let sessions = self.per_line.get(&line).copied().unwrap_or(0);
+            if sessions.saturating_add(in_flight) >= self.cfg.max_sessions_per_line {
                 self.count("line session limit");
                 return;
             }

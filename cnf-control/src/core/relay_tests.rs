@@ -430,7 +430,7 @@ fn starvation_with_random_macs_on_one_line_is_bounded() {
         sent, 8,
         "max_sessions_per_line transactions in flight on one line"
     );
-    assert_eq!(counter(&e, "relay: line pending limit"), 92);
+    assert_eq!(counter(&e, "line session limit"), 92);
     // Another line is served meanwhile.
     let d = msg(DhcpMessageType::Discover, 1, 5);
     let out = e.handle_dhcp(0, 1, &client_frame(&d, None), S);
@@ -491,4 +491,28 @@ fn too_many_hops_and_a_set_giaddr_are_dropped_and_counted() {
     assert!(relayed(&client(&mut e, &m, S)).is_empty());
     assert_eq!(counter(&e, "relay: too many hops"), 1);
     assert_eq!(counter(&e, "relay: giaddr already set"), 1);
+}
+
+#[test]
+fn requests_in_flight_count_against_the_line_so_the_server_leases_no_more() {
+    let mut e = engine(10, UnknownPolicy::Captive, &[KEA]);
+    // 8 sessions allowed per line. 3 bound, then 10 new REQUESTs at once (no DISCOVER first,
+    // as a starvation tool may send): only 5 reach the server.
+    for m in 1..=3u8 {
+        dora(&mut e, m, Ipv4Addr::new(100, 64, 0, 100 + m), 600, S);
+    }
+    let mut reqs = Vec::new();
+    for i in 0..10u8 {
+        let mut r = msg(DhcpMessageType::Request, 0, 100 + u32::from(i));
+        r.chaddr = MacAddr([0x0a, 0xee, 0, 0, 0, i]);
+        r.requested_ip = Some(Ipv4Addr::new(100, 64, 0, 200 + i));
+        reqs.extend(relayed(&client(&mut e, &r, 2 * S)));
+    }
+    assert_eq!(reqs.len(), 5);
+    for (_, req) in &reqs {
+        let ack = answer(req, DhcpMessageType::Ack, req.requested_ip.unwrap(), 600);
+        e.relay_reply(from(KEA), &ack, 2 * S);
+    }
+    assert_eq!(e.sessions_len(), 8, "every ACKed request became a session");
+    assert_eq!(counter(&e, "line session limit"), 5);
 }
