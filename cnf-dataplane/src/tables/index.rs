@@ -69,19 +69,7 @@ impl Index {
     /// session to prefetch (the key compare happens later, in [`Index::find`]).
     #[inline(always)]
     pub fn candidate(&self, hash: u64) -> Option<u32> {
-        let t = tag(hash);
-        let mut pos = self.home(hash);
-        for _ in 0..=self.mask {
-            let w = self.word_at(pos);
-            if w == EMPTY {
-                return None;
-            }
-            if (w >> 32) as u32 == t {
-                return Some(slot_of(w));
-            }
-            pos = (pos + 1) & self.mask;
-        }
-        None
+        self.find(hash, |_| true)
     }
 
     /// Home position of a hash.
@@ -97,22 +85,28 @@ impl Index {
         self.buckets.get(pos >> 3).map_or(EMPTY, |b| b.0[pos & 7])
     }
 
-    /// Find the slot for `hash` whose key `matches`.
+    /// Find the slot for `hash` whose key `matches`: the probe chain walked bucket by bucket,
+    /// each bucket as a slice (no per-word index arithmetic or bounds check).
     #[inline(always)]
     pub fn find(&self, hash: u64, mut matches: impl FnMut(u32) -> bool) -> Option<u32> {
         let t = tag(hash);
-        let mut pos = self.home(hash);
-        let mut w = self.word_at(pos);
-        // Bounded: at most every word once.
-        for _ in 0..=self.mask {
-            if w == EMPTY {
-                return None;
+        let home = self.home(hash);
+        let wrap = self.buckets.len() - 1;
+        let mut b = home >> 3;
+        let mut lane = home & 7;
+        // Bounded: every bucket once, plus the home bucket's lanes before `home`.
+        for _ in 0..=self.buckets.len() {
+            let words = self.buckets.get(b).map_or(&[][..], |x| &x.0[..]);
+            for &w in words.get(lane..).unwrap_or_default() {
+                if w == EMPTY {
+                    return None;
+                }
+                if (w >> 32) as u32 == t && matches(slot_of(w)) {
+                    return Some(slot_of(w));
+                }
             }
-            if (w >> 32) as u32 == t && matches(slot_of(w)) {
-                return Some(slot_of(w));
-            }
-            pos = (pos + 1) & self.mask;
-            w = self.word_at(pos);
+            lane = 0;
+            b = (b + 1) & wrap;
         }
         None
     }
