@@ -17,6 +17,9 @@ pub mod control {
     /// The session cap in force, one decimal number; the control re-reads it when it changes,
     /// so a licence change needs no restart.
     pub const CAP_KEY: &str = "session-cap";
+    /// Where the RADIUS shared secret (the BNG's `aaa.radius.secretRef`) is mounted.
+    pub const RADIUS_SECRET_DIR: &str = "/etc/kbng-radius";
+    pub const RADIUS_SECRET_FILE: &str = "secret";
     pub const STORE_DIR: &str = "/var/lib/kbng";
     pub const STORE_FILE: &str = "sessions.redb";
     /// The control pod's HTTP API (`/v1/status`, `/v1/sessions/drain`, ...).

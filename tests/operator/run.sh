@@ -476,13 +476,19 @@ container_args() { # STS VAR=VALUE...
   jq -j "$filter + \"\\u0000\"" <<<"$json"
 }
 
-# run_in_pod_fs CONFIG_DIR MOUNT_PATH CMD...: CMD with CONFIG_DIR mounted at MOUNT_PATH (as
-# the ConfigMap volume is in the pod), in a private mount namespace.
+# run_in_pod_fs DIR:MOUNT_PATH... -- CMD...: CMD with each DIR mounted at its MOUNT_PATH (as
+# the ConfigMap and Secret volumes are in the pod), in a private mount namespace.
 run_in_pod_fs() {
-  local dir=$1 mp=$2 created=0 rc=0; shift 2
-  [[ -d $mp ]] || { mkdir -p "$mp" && created=1; }
-  unshare -m bash -c 'mount --bind "$1" "$2" && shift 2 && exec "$@"' _ "$dir" "$mp" "$@" || rc=$?
-  ((created)) && rmdir "$mp"
+  local pairs=() made=() rc=0 p mp
+  while [[ $1 != -- ]]; do pairs+=("$1"); shift; done
+  shift
+  for p in "${pairs[@]}"; do
+    mp=${p#*:}
+    [[ -d $mp ]] || { mkdir -p "$mp" && made+=("$mp"); }
+  done
+  unshare -m bash -c 'for p in $1; do mount --bind "${p%%:*}" "${p#*:}" || exit 1; done; shift; exec "$@"' \
+    _ "${pairs[*]}" "$@" || rc=$?
+  for mp in "${made[@]}"; do rmdir "$mp"; done
   return $rc
 }
 
@@ -495,8 +501,14 @@ t_real_binaries_accept_the_generated_workloads() {
     kubectl apply -f - || return 1
   eventually 30 k get sts real-dataplane || return 1
   eventually 30 k get cm real-control || return 1
+  # A RADIUS BNG: servers in the configuration, the shared secret from its mounted Secret.
+  bng_json radius2 '.spec.dataplane.workerCores = 1 | .spec.aaa = {"mode": "radius", "unknownSubscribers": "captive",
+      "radius": {"servers": [{"address": "192.0.2.10"}], "nasIdentifier": "lab",
+                 "secretRef": {"name": "radius-secret", "key": "secret"}}}' | kubectl apply -f - || return 1
   eventually 30 k get cm relay-control || return 1
-  for b in real lab relay; do
+  eventually 30 k get cm radius2-control || return 1
+  mkdir -p "$WORK/check/radius-secret" && echo testing123 >"$WORK/check/radius-secret/secret"
+  for b in real lab relay radius2; do
     mkdir -p "$WORK/check/$b"
     k get cm "$b-control" -o json | jq -r '.data["control.json"]' >"$WORK/check/$b/control.json"
     k get cm "$b-control" -o json | jq -r '.data["session-cap"]' >"$WORK/check/$b/session-cap"
@@ -505,11 +517,12 @@ t_real_binaries_accept_the_generated_workloads() {
     jq -r '.spec.template.spec.containers[0].volumeMounts[] | select(.name == "config") | .mountPath')
   expect_eq "$mp" /etc/kbng "config mount path" || return 1
   # kbng-control: the StatefulSet's command line, the ConfigMap at its mount path.
-  for b in real lab relay; do
+  for b in real lab relay radius2; do
     mapfile -d '' args < <(container_args "$b-control")
     args[0]=$RELEASE_BIN/${args[0]}
     echo "+ ${args[*]} --check-config"
-    if out=$(run_in_pod_fs "$WORK/check/$b" "$mp" "${args[@]}" --check-config 2>&1); then
+    if out=$(run_in_pod_fs "$WORK/check/$b:$mp" "$WORK/check/radius-secret:/etc/kbng-radius" -- \
+               "${args[@]}" --check-config 2>&1); then
       echo "$out"
       expect_match "$out" "configuration valid: 1 dataplane\\(s\\) \\[\"http://$b-dataplane-0\\.$b-dataplane\\.$NS\\.svc:50051\"\\], 2 plan\\(s\\), cap 1000" \
         "kbng-control accepts $b's generated config" || rc=1
@@ -519,13 +532,17 @@ t_real_binaries_accept_the_generated_workloads() {
   done
   expect_eq "$(k get sts relay-control -o json | jq -c '.spec.template.spec.securityContext.sysctls')" \
     '[{"name":"net.ipv4.ip_unprivileged_port_start","value":"67"}]' "relay control may bind port 67" || rc=1
-  k delete bng relay --wait=false
+  expect_eq "$(k get sts radius2-control -o json | jq -c '.spec.template.spec.containers[0].volumeMounts[] | select(.name == "radius-secret") | .mountPath')" \
+    '"/etc/kbng-radius"' "RADIUS secret mount" || rc=1
+  expect_eq "$(jq -c '.aaa.radius.servers' "$WORK/check/radius2/control.json")" \
+    '[{"address":"192.0.2.10:1812","accountingAddress":"192.0.2.10:1813","secretFile":"/etc/kbng-radius/secret"}]' "RADIUS servers in the control config" || rc=1
+  k delete bng relay radius2 --wait=false
   # The check is real: an unknown field in the same file is refused, naming it.
   jq '.surprise = 1' "$WORK/check/real/control.json" >"$WORK/check/real/bad.json"
   mv "$WORK/check/real/bad.json" "$WORK/check/real/control.json"
   mapfile -d '' args < <(container_args real-control)
   args[0]=$RELEASE_BIN/${args[0]}
-  if out=$(run_in_pod_fs "$WORK/check/real" "$mp" "${args[@]}" --check-config 2>&1); then
+  if out=$(run_in_pod_fs "$WORK/check/real:$mp" -- "${args[@]}" --check-config 2>&1); then
     echo "ACCEPTED an unknown field: $out"; rc=1
   else
     expect_match "$out" surprise "refusal names the unknown field" || rc=1

@@ -6,16 +6,18 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec};
 use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource,
-    EnvVar, EnvVarSource, HTTPGetAction, ObjectFieldSelector, PersistentVolumeClaim,
+    EnvVar, EnvVarSource, HTTPGetAction, KeyToPath, ObjectFieldSelector, PersistentVolumeClaim,
     PersistentVolumeClaimSpec, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
-    ResourceRequirements, SeccompProfile, SecurityContext, Service, ServiceAccount, ServicePort,
-    ServiceSpec, Sysctl, TCPSocketAction, Volume, VolumeMount, VolumeResourceRequirements,
+    ResourceRequirements, SeccompProfile, SecretVolumeSource, SecurityContext, Service,
+    ServiceAccount, ServicePort, ServiceSpec, Sysctl, TCPSocketAction, Volume, VolumeMount,
+    VolumeResourceRequirements,
 };
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kbng_crds::Bng;
+use kbng_crds::bng::RadiusSpec;
 
 use super::control_config::{fnv1a, render};
 use super::{Base, BuildError, Inputs, control_name};
@@ -25,6 +27,7 @@ use crate::config::{SessionStore, WorkloadConfig};
 pub const COMPONENT: &str = "control";
 const STORE_VOLUME: &str = "session-store";
 const CONFIG_VOLUME: &str = "config";
+const RADIUS_VOLUME: &str = "radius-secret";
 /// On the control pod template: the hash of its configuration file. `kbng-control` reads the
 /// file at start, so a changed file must roll the pod; the session cap is a separate key it
 /// re-reads, so a licence change does not restart anything.
@@ -179,6 +182,7 @@ pub(crate) fn stateful_set(
     config: &WorkloadConfig,
     config_hash: String,
     relay: bool,
+    radius: Option<&RadiusSpec>,
 ) -> StatefulSet {
     let name = control_name(&base.bng);
     let mut volumes = vec![Volume {
@@ -189,6 +193,22 @@ pub(crate) fn stateful_set(
         }),
         ..Volume::default()
     }];
+    if let Some(r) = &radius {
+        volumes.push(Volume {
+            name: RADIUS_VOLUME.into(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(r.secret_ref.name.clone()),
+                items: Some(vec![KeyToPath {
+                    key: r.secret_ref.key.clone(),
+                    path: control::RADIUS_SECRET_FILE.into(),
+                    ..KeyToPath::default()
+                }]),
+                default_mode: Some(0o440),
+                ..SecretVolumeSource::default()
+            }),
+            ..Volume::default()
+        });
+    }
     let claims = match &config.session_store {
         SessionStore::EmptyDir => {
             volumes.push(Volume {
@@ -256,19 +276,29 @@ pub(crate) fn stateful_set(
             limits: Some(BTreeMap::from([("memory".into(), quantity("1Gi"))])),
             ..ResourceRequirements::default()
         }),
-        volume_mounts: Some(vec![
-            VolumeMount {
-                name: CONFIG_VOLUME.into(),
-                mount_path: control::CONFIG_DIR.into(),
+        volume_mounts: Some(
+            [
+                VolumeMount {
+                    name: CONFIG_VOLUME.into(),
+                    mount_path: control::CONFIG_DIR.into(),
+                    read_only: Some(true),
+                    ..VolumeMount::default()
+                },
+                VolumeMount {
+                    name: STORE_VOLUME.into(),
+                    mount_path: control::STORE_DIR.into(),
+                    ..VolumeMount::default()
+                },
+            ]
+            .into_iter()
+            .chain(radius.as_ref().map(|_| VolumeMount {
+                name: RADIUS_VOLUME.into(),
+                mount_path: control::RADIUS_SECRET_DIR.into(),
                 read_only: Some(true),
                 ..VolumeMount::default()
-            },
-            VolumeMount {
-                name: STORE_VOLUME.into(),
-                mount_path: control::STORE_DIR.into(),
-                ..VolumeMount::default()
-            },
-        ]),
+            }))
+            .collect(),
+        ),
         security_context: Some(SecurityContext {
             allow_privilege_escalation: Some(false),
             read_only_root_filesystem: Some(true),

@@ -57,6 +57,34 @@ pub struct RelayFile {
     pub servers: Vec<String>,
 }
 
+#[derive(Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct RadiusServerFile {
+    pub address: String,
+    pub accounting_address: String,
+    pub secret_file: String,
+}
+
+#[derive(Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct AccountingFile {
+    pub interim_secs: u32,
+}
+
+#[derive(Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct RadiusFile {
+    pub servers: Vec<RadiusServerFile>,
+    pub nas_identifier: String,
+    pub accounting: AccountingFile,
+}
+
+#[derive(Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct AaaFile {
+    pub radius: RadiusFile,
+}
+
 /// `kbng-control`'s `ConfigFile`.
 #[derive(Debug, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
@@ -77,6 +105,10 @@ pub struct ControlConfig<'a> {
     pub dhcp: Option<DhcpFile>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub relay: Option<RelayFile>,
+    /// RADIUS servers in `aaa.mode: radius`; every server shares the one Secret mounted at
+    /// [`control::RADIUS_SECRET_DIR`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub aaa: Option<AaaFile>,
 }
 
 /// `http://<pod>.<service>.<namespace>.svc:<port>` of dataplane pod `i`.
@@ -149,6 +181,27 @@ pub(crate) fn render<'a>(base: &Base, inputs: &'a Inputs<'a>) -> ControlConfig<'
         dhcp: (spec.dhcp.mode == DhcpMode::Relay).then_some(DhcpFile { mode: "relay" }),
         relay: (spec.dhcp.mode == DhcpMode::Relay).then(|| RelayFile {
             servers: spec.dhcp.relay_servers.clone(),
+        }),
+        aaa: spec.aaa.radius.as_ref().map(|r| AaaFile {
+            radius: RadiusFile {
+                servers: r
+                    .servers
+                    .iter()
+                    .map(|s| RadiusServerFile {
+                        address: format!("{}:{}", s.address, s.auth_port),
+                        accounting_address: format!("{}:{}", s.address, s.acct_port),
+                        secret_file: format!(
+                            "{}/{}",
+                            control::RADIUS_SECRET_DIR,
+                            control::RADIUS_SECRET_FILE
+                        ),
+                    })
+                    .collect(),
+                nas_identifier: r.nas_identifier.clone(),
+                accounting: AccountingFile {
+                    interim_secs: r.interim_interval_secs,
+                },
+            },
         }),
     }
 }

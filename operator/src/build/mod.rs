@@ -84,6 +84,7 @@ pub fn build(inputs: &Inputs<'_>) -> Result<Owned, BuildError> {
             inputs.config,
             control::config_hash(&config_map),
             inputs.bng.spec.dhcp.mode == kbng_crds::bng::DhcpMode::Relay,
+            inputs.bng.spec.aaa.radius.as_ref(),
         ),
         dataplane: dataplane::stateful_set(&base, inputs.bng, inputs.config),
         dataplane_service: dataplane::service(&base),

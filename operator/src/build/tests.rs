@@ -317,3 +317,44 @@ fn relay_mode_names_the_servers_and_lets_the_control_bind_port_67() {
         .sysctls;
     assert_eq!(sysctls.unwrap()[0].value, "67");
 }
+
+#[test]
+fn radius_servers_and_their_mounted_secret() {
+    let mut bng = sample_bng();
+    bng.spec.aaa.mode = kbng_crds::bng::AaaMode::Radius;
+    bng.spec.aaa.radius = Some(kbng_crds::bng::RadiusSpec {
+        servers: vec![kbng_crds::bng::RadiusServer {
+            address: "192.0.2.10".into(),
+            auth_port: 1812,
+            acct_port: 1813,
+        }],
+        secret_ref: kbng_crds::common::SecretKeyRef {
+            name: "radius".into(),
+            key: "shared".into(),
+        },
+        nas_identifier: "lab".into(),
+        interim_interval_secs: 600,
+    });
+    let o = owned(&bng, &WorkloadConfig::default());
+    let v: serde_json::Value =
+        serde_json::from_str(&o.config_map.data.unwrap()["control.json"]).unwrap();
+    assert_eq!(
+        v["aaa"],
+        serde_json::json!({"radius": {
+            "servers": [{"address": "192.0.2.10:1812", "accountingAddress": "192.0.2.10:1813",
+                         "secretFile": "/etc/kbng-radius/secret"}],
+            "nasIdentifier": "lab", "accounting": {"interimSecs": 600}}})
+    );
+    let pod = o.control.spec.unwrap().template.spec.unwrap();
+    let vol = pod
+        .volumes
+        .unwrap()
+        .into_iter()
+        .find(|v| v.name == "radius-secret")
+        .unwrap();
+    let secret = vol.secret.unwrap();
+    assert_eq!(secret.secret_name.as_deref(), Some("radius"));
+    assert_eq!(secret.items.unwrap()[0].key, "shared");
+    let mount = pod.containers[0].volume_mounts.clone().unwrap();
+    assert!(mount.iter().any(|m| m.mount_path == "/etc/kbng-radius"));
+}
