@@ -39,6 +39,10 @@ topology_up() {
 # A client namespace with its own MAC behind the hub's bridge: client NAME MAC
 client() {
     local n=$1 mac=$2
+    # `ip netns exec` bind-mounts /etc/netns/<ns>/* over /etc: DHCP clients' hooks then write
+    # this namespace's resolv.conf instead of the host's.
+    mkdir -p "/etc/netns/$(ns "$n")"
+    : >"/etc/netns/$(ns "$n")/resolv.conf"
     ip netns add "$(ns "$n")"
     inns "$n" ip link set lo up
     inns "$n" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
@@ -55,5 +59,6 @@ topology_down() {
     for n in $(ip netns list | awk '{print $1}' | grep "^$tag-"); do
         for p in $(ip netns pids "$n" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
         ip netns del "$n" 2>/dev/null
+        rm -rf "/etc/netns/$n"
     done
 }
