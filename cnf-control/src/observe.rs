@@ -128,8 +128,13 @@ impl Observer {
         f(self, &mut inner)
     }
 
+    /// The plan's name; `none` for plan 0 (what unknown subscribers get in the walled garden).
     fn plan(&self, id: u32) -> &str {
-        self.plan_names.get(&id).map_or("unknown", String::as_str)
+        match self.plan_names.get(&id) {
+            Some(name) => name,
+            None if id == 0 => "none",
+            None => "unknown",
+        }
     }
 }
 
