@@ -155,6 +155,9 @@ def dataplane_figures(plan, tmp):
         raise RuntimeError("the pipeline bench wrote no JSON (latest.json or pipeline.json)")
     rows = raw.get("figures", [])
     ref = next((r for r in rows if "testpmd" in r.get("figure", "")), None)
+    if ref is not None and not ref.get("mpps_per_core"):
+        NOTES.append("dataplane: the pipeline bench's testpmd reference measured 0 Mpps in this "
+                     "run (its output was not parsed); no ratio to testpmd is given")
     figs = []
     for r in rows:
         lb = r.get("limited_by") or ""
@@ -163,9 +166,13 @@ def dataplane_figures(plan, tmp):
         if h is None or isinstance(h, str):
             h = "unbounded" if "unbounded" in note else None
         is_ref = r is ref
-        reference = (report.no_reference("testpmd io-forward is the reference (the I/O limit)")
-                     if is_ref or ref is None else
-                     report.same_run(ref["figure"], ref.get("mpps_per_core"), r.get("mpps_per_core") or 0.0))
+        if is_ref:
+            reference = report.no_reference("testpmd io-forward is the reference (the I/O limit)")
+        elif ref is None or not ref.get("mpps_per_core"):
+            reference = report.no_reference(
+                "the dataplane bench's testpmd reference gave no figure in this run")
+        else:
+            reference = report.same_run(ref["figure"], ref["mpps_per_core"], r.get("mpps_per_core") or 0.0)
         extra = {k: r.get(k) for k in ("tsc_cycles_per_packet", "ns_per_packet", "wall_mpps",
                                        "instructions_per_packet", "bytes_per_session_per_worker",
                                        "workers", "sessions", "samples_mpps_on_cpu")

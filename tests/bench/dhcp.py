@@ -253,7 +253,21 @@ def search(runner, plan):
     step limit), then bisect plan['bisect'] times between the last clean and the first lossy."""
     good, bad = None, None
     rate = plan["start"]
+    # Lossy already at the start: step down until clean (bounded), so a slow or loaded
+    # machine still yields a zero-drop figure.
     for _ in range(plan["steps"]):
+        r = runner.run(rate, plan["secs"])
+        if r["zero_drop"]:
+            good = r
+            rate *= plan["factor"]
+            break
+        bad = r
+        rate /= plan["factor"]
+        if rate < 10:
+            return None, bad
+    if bad is not None:
+        return bisect(runner, plan, good, bad)
+    for _ in range(plan["steps"] - 1):
         r = runner.run(rate, plan["secs"])
         if r["zero_drop"]:
             good = r
@@ -263,6 +277,10 @@ def search(runner, plan):
         else:
             bad = r
             break
+    return bisect(runner, plan, good, bad)
+
+
+def bisect(runner, plan, good, bad):
     for _ in range(plan["bisect"] if good and bad else 0):
         mid = (good["requested_rate"] + bad["requested_rate"]) / 2
         r = runner.run(mid, plan["secs"])
@@ -309,6 +327,14 @@ def figures_for(name, good, bad, over, what):
             completion=good["completion"],
             extra={"requested_rate": good["requested_rate"], "latency_ms": lat(good), "secs": good["secs"],
                    "request_completion": req_completion(good)})
+    elif bad:
+        cls, detail = limit_of(bad, what)
+        out["zero_drop"] = dict(
+            name=f"{name}: zero-drop DORA rate", value=0.0, unit="DORA/s", cls=cls,
+            detail=detail + f"; no rate tried was loss-free, down to {bad['requested_rate']:.0f}/s",
+            headroom="unbounded", completion=bad["completion"],
+            extra={"requested_rate": bad["requested_rate"], "latency_ms": lat(bad), "secs": bad["secs"],
+                   "request_completion": req_completion(bad)})
     if over:
         cls, detail = limit_of(over, what)
         out["overload"] = dict(

@@ -19,7 +19,7 @@ done
 # The checker refuses incomplete reports (so a pass below means something).
 if /usr/bin/python3 "$here/check_selftest.py"; then ok "report check refuses incomplete figures"; else bad "report check refuses incomplete figures"; fi
 
-timeout 600 /usr/bin/python3 "$here/bench.py" --smoke --out "$out" >"$out/log" 2>&1
+timeout 600 /usr/bin/python3 "$here/bench.py" --smoke --out "$out" "$@" >"$out/log" 2>&1
 rc=$?
 if [[ $rc == 0 ]]; then ok "smoke report complete and well-formed"; else
     bad "smoke report complete and well-formed" "exit $rc"; grep -E "report problem|error" "$out/log" | head -20; tail -5 "$out/log"; fi
