@@ -107,6 +107,11 @@ impl Lab {
             tag: format!("kot{}", std::process::id() % 100_000),
         };
         let (sub, dut, core) = (lab.ns("sub"), lab.ns("dut"), lab.ns("core"));
+        // `ip netns exec` bind-mounts /etc/netns/<ns>/* over /etc, so udhcpc's script writes
+        // this namespace's resolv.conf and leaves the host's alone.
+        let etc = format!("/etc/netns/{sub}");
+        std::fs::create_dir_all(&etc).unwrap();
+        std::fs::write(format!("{etc}/resolv.conf"), "").unwrap();
         for ns in [&sub, &dut, &core] {
             sh(&["ip", "netns", "add", ns]);
             in_ns(ns, &["ip", "link", "set", "lo", "up"]);
@@ -167,6 +172,7 @@ impl Drop for Lab {
                 }
             }
             let _ = Command::new("ip").args(["netns", "del", &ns]).status();
+            let _ = std::fs::remove_dir_all(format!("/etc/netns/{ns}"));
         }
     }
 }
