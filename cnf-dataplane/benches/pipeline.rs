@@ -79,7 +79,9 @@ fn stop_child(child: &mut std::process::Child) {
 /// testpmd io-forward for `secs`: (wall Mpps, median of per-second samples after the first
 /// two; on-CPU Mpps of the forwarding lcore, total packets over its CPU time).
 fn testpmd(secs: u64) -> Option<(f64, f64)> {
-    let mut child = Command::new("dpdk-testpmd")
+    // testpmd dies by re-raising SIGINT, so stdio it buffered for a pipe is lost: line-buffer it.
+    let mut child = Command::new("stdbuf")
+        .args(["-oL", "dpdk-testpmd"])
         .args(["-l", "0,1", "--no-huge", "-m", "512", "--no-pci"])
         .args(["--no-shconf", "--vdev=net_null0", "--vdev=net_null1", "--"])
         .args([
