@@ -28,6 +28,8 @@
 
 mod checks;
 mod lab;
+// The same in-test OTLP/gRPC receiver as the telemetry crate's own test.
+#[path = "../../../telemetry/tests/otlp/receiver.rs"]
 mod receiver;
 
 use std::net::SocketAddr;
