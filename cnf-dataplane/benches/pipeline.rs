@@ -76,6 +76,9 @@ fn stop_child(child: &mut std::process::Child) {
     let _ = child.kill();
 }
 
+/// Seconds testpmd is given beyond `secs` to start forwarding.
+const TESTPMD_STARTUP_SECS: u64 = 4;
+
 /// testpmd io-forward for `secs`: (wall Mpps, median of per-second samples after the first
 /// two; on-CPU Mpps of the forwarding lcore, total packets over its CPU time).
 fn testpmd(secs: u64) -> Option<(f64, f64)> {
@@ -95,7 +98,9 @@ fn testpmd(secs: u64) -> Option<(f64, f64)> {
         .stderr(Stdio::null())
         .spawn()
         .ok()?;
-    std::thread::sleep(Duration::from_secs(secs));
+    // Start-up (EAL memory without hugepages, port setup) takes seconds, and the first two
+    // samples are skipped: without this allowance a short run left no sample at all.
+    std::thread::sleep(Duration::from_secs(secs + TESTPMD_STARTUP_SECS));
     let cpu_ns = thread_cpu_ns(child.id(), "rte-worker-1").unwrap_or(0);
     stop_child(&mut child);
     let out = child.wait_with_output().ok()?;
