@@ -176,7 +176,10 @@ async fn promtool_check(body: &str) {
 
 /// Every `kbng_*` series the Grafana dashboard queries is one this scrape exposes.
 fn dashboard_uses_only_exposed_metrics(body: &str) {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../charts/kbng/dashboards/kbng.json");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../charts/kbng/dashboards/kbng.json"
+    );
     let dashboard: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let exprs: Vec<&str> = dashboard["panels"]
