@@ -1,4 +1,5 @@
-# Network namespaces shared by tests/control/run.sh and lab/demo.sh (sourced, not run).
+# Network namespaces and the processes in them, shared by the control, relay and radius suites
+# and lab/demo.sh (sourced, not run).
 # The caller sets $tag; every namespace is named "$tag-<role>" so cleanup can find them all:
 #
 #   ns cN (clients) ⇄ ns hub (bridge br0) s0 ⇄ d0 ns dut (kbng-dataplane) d1 ⇄ c0 ns core
@@ -51,6 +52,52 @@ client() {
     inns hub ip link set "p$n" up
     inns "$n" ip link set e0 up
     inns "$n" ethtool -K e0 tx off >/dev/null
+}
+
+# Serves the folder $1 over HTTP at 192.0.2.1:8080 in the core namespace: the uplink server the
+# subscribers reach. Sets www_pid; fails when it does not answer within 10 s.
+core_www_start() {
+    local i
+    ip netns exec "$(ns core)" /usr/bin/python3 -m http.server 8080 --bind 192.0.2.1 \
+        --directory "$1" >/dev/null 2>&1 &
+    www_pid=$!
+    for i in $(seq 1 50); do
+        inns core curl -sf -o /dev/null -m 1 http://192.0.2.1:8080/ && return 0
+        sleep 0.2
+    done
+    return 1
+}
+
+# Starts kbng-dataplane in the dut namespace: access d0, uplink d1, no hugepages, gRPC on a unix
+# socket. dataplane_start BIN SOCKET LOG [more flags]. Sets dp_pid.
+dataplane_start() {
+    local bin=$1 sock=$2 log=$3
+    shift 3
+    ip netns exec "$(ns dut)" "$bin" --cores 0,1 \
+        --access net_af_packet0,iface=d0 --uplink net_af_packet1,iface=d1 \
+        --no-huge --no-pci -m 512 --no-shconf --uplink-address 192.0.2.254/24 --next-hop 192.0.2.1 \
+        --sessions 4096 --plans 16 --grpc-listen "unix:$sock" "$@" >"$log" 2>&1 &
+    dp_pid=$!
+}
+
+# SIGTERM to the dataplane, SIGKILL a second later if it is still there.
+dataplane_stop() {
+    [[ -n ${dp_pid:-} ]] || return 0
+    kill -TERM "$dp_pid" 2>/dev/null && sleep 1 && kill -9 "$dp_pid" 2>/dev/null
+    dp_pid=
+    return 0
+}
+
+# Waits (30 s at most) until the control API at $1 (host:port) reports a connected dataplane;
+# a second argument names the namespace to ask from (default: this one).
+control_wait_connected() {
+    local i get=(curl -sf -m 1 "http://$1/v1/dataplanes")
+    [[ -n ${2:-} ]] && get=(inns "$2" "${get[@]}")
+    for i in $(seq 1 150); do
+        "${get[@]}" 2>/dev/null | grep -q '"connected":true' && return 0
+        sleep 0.2
+    done
+    return 1
 }
 
 # Removes every namespace of $tag after killing what runs in it.

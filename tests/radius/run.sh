@@ -43,7 +43,7 @@ cleanup() {
     set +e
     [[ -n $ctl_pid ]] && kill -9 "$ctl_pid" 2>/dev/null && wait "$ctl_pid" 2>/dev/null
     [[ -n $rad_pid ]] && kill "$rad_pid" 2>/dev/null
-    [[ -n $dp_pid ]] && kill -TERM "$dp_pid" 2>/dev/null && sleep 1 && kill -9 "$dp_pid" 2>/dev/null
+    dataplane_stop
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
     topology_down
     [[ ${KEEP_TMP:-0} == 1 ]] || rm -rf "$tmp"
@@ -184,14 +184,9 @@ if ((rad_up)); then ok "freeradius runs with the generated configuration"; else
 topology_up
 mkdir -p "$tmp/www" && echo kbng-core >"$tmp/www/index.html"
 head -c 3000000 /dev/zero >"$tmp/www/big"
-ip netns exec "$(ns core)" /usr/bin/python3 -m http.server 8080 --bind 192.0.2.1 --directory "$tmp/www" >/dev/null 2>&1 &
-pids+=($!)
-for _ in $(seq 1 50); do inns core curl -s -m 1 http://192.0.2.1:8080/ 2>/dev/null | grep -q kbng-core && break; sleep 0.2; done
-ip netns exec "$(ns dut)" "$dp_bin" --cores 0,1 \
-    --access net_af_packet0,iface=d0 --uplink net_af_packet1,iface=d1 \
-    --no-huge --no-pci -m 512 --no-shconf --uplink-address 192.0.2.254/24 --next-hop 192.0.2.1 \
-    --sessions 4096 --plans 16 --grpc-listen "unix:$sock" >"$tmp/dataplane.log" 2>&1 &
-dp_pid=$!
+core_www_start "$tmp/www"
+pids+=("$www_pid")
+dataplane_start "$dp_bin" "$sock" "$tmp/dataplane.log"
 
 # ---- control with RADIUS: a dead first server, then FreeRADIUS
 echo "$secret" >"$tmp/secret"
@@ -227,12 +222,7 @@ check "a bad RADIUS secret file stops the control naming the field" \
 
 "$ctl_bin" --config "$tmp/control.yaml" --log info,kbng_control=debug >"$tmp/control.log" 2>&1 &
 ctl_pid=$!
-up=0
-for _ in $(seq 1 100); do
-    curl -sf "http://$api/v1/dataplanes" 2>/dev/null | grep -q '"connected":true' && { up=1; break; }
-    sleep 0.2
-done
-if ((up)); then ok "control connects to the dataplane with RADIUS configured"; else
+if control_wait_connected "$api"; then ok "control connects to the dataplane with RADIUS configured"; else
     bad "control connects to the dataplane with RADIUS configured" "$(tail -5 "$tmp/control.log")"; exit 1; fi
 
 apiget() { curl -sf "http://$api$1"; }
