@@ -5,22 +5,20 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec};
 use k8s_openapi::api::core::v1::{
-    Capabilities, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource,
-    EnvVar, EnvVarSource, HTTPGetAction, KeyToPath, ObjectFieldSelector, PersistentVolumeClaim,
-    PersistentVolumeClaimSpec, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
-    ResourceRequirements, SeccompProfile, SecretVolumeSource, SecurityContext, Service,
-    ServiceAccount, ServicePort, ServiceSpec, Sysctl, TCPSocketAction, Volume, VolumeMount,
-    VolumeResourceRequirements,
+    ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar,
+    EnvVarSource, KeyToPath, ObjectFieldSelector, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    PodSecurityContext, PodSpec, PodTemplateSpec, ResourceRequirements, SecretVolumeSource,
+    SecurityContext, Service, ServiceAccount, ServicePort, ServiceSpec, Sysctl, Volume,
+    VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kbng_crds::Bng;
 use kbng_crds::bng::RadiusSpec;
 
 use super::control_config::{fnv1a, render};
-use super::{Base, BuildError, Inputs, control_name};
+use super::{Base, BuildError, Inputs, container_security, control_name, pod_security, probe};
 use crate::binaries::control;
 use crate::config::{SessionStore, WorkloadConfig};
 
@@ -135,25 +133,6 @@ pub(crate) fn config_hash(cm: &ConfigMap) -> String {
     fnv1a(text)
 }
 
-fn probe(path: Option<&str>, period: i32, failures: i32) -> Probe {
-    let port = IntOrString::Int(control::ADMIN_PORT);
-    Probe {
-        http_get: path.map(|p| HTTPGetAction {
-            path: Some(p.into()),
-            port: port.clone(),
-            ..HTTPGetAction::default()
-        }),
-        tcp_socket: path.is_none().then_some(TCPSocketAction {
-            port,
-            ..TCPSocketAction::default()
-        }),
-        period_seconds: Some(period),
-        timeout_seconds: Some(3),
-        failure_threshold: Some(failures),
-        ..Probe::default()
-    }
-}
-
 /// Headless: it gives the StatefulSet pod its stable DNS name and exposes the admin port.
 pub(crate) fn service(base: &Base) -> Service {
     Service {
@@ -265,9 +244,15 @@ pub(crate) fn stateful_set(
         // The API listener is up once the store is restored (a large store takes a while:
         // the startup probe allows five minutes); ready when the engine task answers a query;
         // alive while the listener accepts (a busy engine is not a reason to restart it).
-        startup_probe: Some(probe(None, 5, 60)),
-        readiness_probe: Some(probe(Some(control::READY_PATH), 5, 3)),
-        liveness_probe: Some(probe(None, 10, 6)),
+        startup_probe: Some(probe(control::ADMIN_PORT, None, 5, 3, 60)),
+        readiness_probe: Some(probe(
+            control::ADMIN_PORT,
+            Some(control::READY_PATH),
+            5,
+            3,
+            3,
+        )),
+        liveness_probe: Some(probe(control::ADMIN_PORT, None, 10, 3, 6)),
         resources: Some(ResourceRequirements {
             requests: Some(BTreeMap::from([
                 ("cpu".into(), quantity("500m")),
@@ -300,14 +285,8 @@ pub(crate) fn stateful_set(
             .collect(),
         ),
         security_context: Some(SecurityContext {
-            allow_privilege_escalation: Some(false),
-            read_only_root_filesystem: Some(true),
             run_as_non_root: Some(true),
-            capabilities: Some(Capabilities {
-                drop: Some(vec!["ALL".into()]),
-                ..Capabilities::default()
-            }),
-            ..SecurityContext::default()
+            ..container_security(&[])
         }),
         ..Container::default()
     };
@@ -347,11 +326,7 @@ pub(crate) fn stateful_set(
                         run_as_non_root: Some(true),
                         run_as_user: Some(65532),
                         fs_group: Some(65532),
-                        seccomp_profile: Some(SeccompProfile {
-                            type_: "RuntimeDefault".into(),
-                            ..SeccompProfile::default()
-                        }),
-                        ..PodSecurityContext::default()
+                        ..pod_security()
                     }),
                     ..PodSpec::default()
                 }),

@@ -17,18 +17,17 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec};
 use k8s_openapi::api::core::v1::{
-    Affinity, Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
-    ObjectFieldSelector, PodAffinityTerm, PodAntiAffinity, PodSecurityContext, PodSpec,
-    PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile, SecurityContext, Service,
-    ServicePort, ServiceSpec, TCPSocketAction, Volume, VolumeMount, WeightedPodAffinityTerm,
+    Affinity, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
+    ObjectFieldSelector, PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec, Probe,
+    ResourceRequirements, SecurityContext, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
+    WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kbng_crds::Bng;
 use kbng_crds::bng::{DataplaneSpec, HugepageSize};
 
-use super::{Base, dataplane_name};
+use super::{Base, container_security, dataplane_name, pod_security, probe};
 use crate::binaries::dataplane;
 use crate::config::WorkloadConfig;
 
@@ -104,17 +103,8 @@ pub fn networks_annotation(spec: &DataplaneSpec) -> String {
 
 /// The dataplane serves only gRPC (no health service), so its probes are TCP connects to the
 /// gRPC port, which it binds only after EAL, mempool and both ports have started.
-fn grpc_probe(period: i32, failures: i32) -> Probe {
-    Probe {
-        tcp_socket: Some(TCPSocketAction {
-            port: IntOrString::Int(dataplane::GRPC_PORT),
-            ..TCPSocketAction::default()
-        }),
-        period_seconds: Some(period),
-        timeout_seconds: Some(2),
-        failure_threshold: Some(failures),
-        ..Probe::default()
-    }
+fn grpc_probe(period_secs: i32, failures: i32) -> Probe {
+    probe(dataplane::GRPC_PORT, None, period_secs, 2, failures)
 }
 
 /// Headless: one DNS name per dataplane pod (`<pod>.<bng>-dataplane.<ns>.svc`).
@@ -197,16 +187,10 @@ pub(crate) fn stateful_set(base: &Base, bng: &Bng, config: &WorkloadConfig) -> S
             // Not privileged: the VFs arrive through the device plugin (vfio devices mounted
             // into the container), so no host device access is needed beyond them.
             privileged: Some(false),
-            allow_privilege_escalation: Some(false),
-            read_only_root_filesystem: Some(true),
             // Root inside the container, because Kubernetes grants added capabilities only
-            // to uid 0 (it sets no ambient capabilities); the bounding set is the three below.
+            // to uid 0 (it sets no ambient capabilities); the bounding set is CAPABILITIES.
             run_as_user: Some(0),
-            capabilities: Some(Capabilities {
-                add: Some(CAPABILITIES.iter().map(|c| c.to_string()).collect()),
-                drop: Some(vec!["ALL".into()]),
-            }),
-            ..SecurityContext::default()
+            ..container_security(&CAPABILITIES)
         }),
         ..Container::default()
     };
@@ -259,13 +243,7 @@ pub(crate) fn stateful_set(base: &Base, bng: &Bng, config: &WorkloadConfig) -> S
                             ..Volume::default()
                         },
                     ]),
-                    security_context: Some(PodSecurityContext {
-                        seccomp_profile: Some(SeccompProfile {
-                            type_: "RuntimeDefault".into(),
-                            ..SeccompProfile::default()
-                        }),
-                        ..PodSecurityContext::default()
-                    }),
+                    security_context: Some(pod_security()),
                     ..PodSpec::default()
                 }),
             },

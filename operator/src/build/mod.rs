@@ -12,9 +12,13 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{
+    Capabilities, ConfigMap, HTTPGetAction, PodSecurityContext, Probe, SeccompProfile,
+    SecurityContext, Service, ServiceAccount, TCPSocketAction,
+};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kbng_crds::{Bng, LicenceSource};
 use kube::{Resource, ResourceExt};
 
@@ -150,6 +154,57 @@ impl Base {
             owner_references: Some(vec![self.owner.clone()]),
             ..ObjectMeta::default()
         }
+    }
+}
+
+/// A probe of `port`: an HTTP GET of `http_path` when given, else a TCP connect.
+pub(crate) fn probe(
+    port: i32,
+    http_path: Option<&str>,
+    period_secs: i32,
+    timeout_secs: i32,
+    failures: i32,
+) -> Probe {
+    let port = IntOrString::Int(port);
+    Probe {
+        http_get: http_path.map(|p| HTTPGetAction {
+            path: Some(p.into()),
+            port: port.clone(),
+            ..HTTPGetAction::default()
+        }),
+        tcp_socket: http_path.is_none().then_some(TCPSocketAction {
+            port,
+            ..TCPSocketAction::default()
+        }),
+        period_seconds: Some(period_secs),
+        timeout_seconds: Some(timeout_secs),
+        failure_threshold: Some(failures),
+        ..Probe::default()
+    }
+}
+
+/// What every workload container shares: no privilege escalation, a read-only root
+/// filesystem, and every capability dropped except `add`.
+pub(crate) fn container_security(add: &[&str]) -> SecurityContext {
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        read_only_root_filesystem: Some(true),
+        capabilities: Some(Capabilities {
+            add: (!add.is_empty()).then(|| add.iter().map(|c| c.to_string()).collect()),
+            drop: Some(vec!["ALL".into()]),
+        }),
+        ..SecurityContext::default()
+    }
+}
+
+/// What every workload pod shares: the container runtime's default seccomp profile.
+pub(crate) fn pod_security() -> PodSecurityContext {
+    PodSecurityContext {
+        seccomp_profile: Some(SeccompProfile {
+            type_: "RuntimeDefault".into(),
+            ..SeccompProfile::default()
+        }),
+        ..PodSecurityContext::default()
     }
 }
 
