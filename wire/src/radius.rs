@@ -53,6 +53,8 @@ pub mod attr {
     pub const USER_NAME: u8 = 1;
     /// User-Password (hidden, RFC 2865 §5.2).
     pub const USER_PASSWORD: u8 = 2;
+    /// CHAP-Password (RFC 2865 §5.3): CHAP identifier, then the 16-octet response.
+    pub const CHAP_PASSWORD: u8 = 3;
     /// NAS-IP-Address.
     pub const NAS_IP_ADDRESS: u8 = 4;
     /// NAS-Port.
@@ -107,6 +109,8 @@ pub mod attr {
     pub const ACCT_OUTPUT_GIGAWORDS: u8 = 53;
     /// Event-Timestamp.
     pub const EVENT_TIMESTAMP: u8 = 55;
+    /// CHAP-Challenge (RFC 2865 §5.40).
+    pub const CHAP_CHALLENGE: u8 = 60;
     /// NAS-Port-Type.
     pub const NAS_PORT_TYPE: u8 = 61;
     /// Message-Authenticator (RFC 3579 §3.2).
@@ -133,6 +137,8 @@ pub mod value {
     pub const ACCT_INTERIM_UPDATE: u32 = 3;
     /// Acct-Status-Type Accounting-On (the NAS restarted, RFC 2866 §5.1).
     pub const ACCT_ON: u32 = 7;
+    /// Acct-Status-Type Accounting-Off (the NAS goes out of service, RFC 2866 §5.1).
+    pub const ACCT_OFF: u32 = 8;
     /// Acct-Terminate-Cause (RFC 2866 §5.10): User-Request.
     pub const TERMINATE_USER_REQUEST: u32 = 1;
     /// Lost-Carrier.

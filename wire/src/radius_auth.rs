@@ -1,6 +1,7 @@
 //! RADIUS authenticators and attribute hiding.
 //!
-//! - User-Password hiding, RFC 2865 §5.2.
+//! - User-Password hiding, RFC 2865 §5.2; the CHAP response of
+//!   CHAP-Password, RFC 2865 §5.3.
 //! - Response Authenticator, RFC 2865 §3: MD5(Code|Identifier|Length|
 //!   RequestAuth|Attributes|Secret); also used for Accounting-Response and
 //!   CoA/Disconnect ACK/NAK (RFC 2866 §3, RFC 5176 §2.3).
@@ -79,6 +80,18 @@ pub fn unhide_user_password(
         out.pop();
     }
     Ok(out)
+}
+
+/// The CHAP response (RFC 1994 §4.1, carried per RFC 2865 §5.3):
+/// MD5(Identifier | secret | Challenge), where the CHAP secret is the
+/// subscriber's password, not the RADIUS shared secret.
+pub fn chap_response(ident: u8, password: &[u8], challenge: &[u8]) -> [u8; 16] {
+    Md5::new()
+        .chain_update([ident])
+        .chain_update(password)
+        .chain_update(challenge)
+        .finalize()
+        .into()
 }
 
 /// MD5(Code|Identifier|Length|`auth`|Attributes|Secret) over `packet`

@@ -12,7 +12,7 @@ use std::net::Ipv4Addr;
 use crate::error::WireError;
 use crate::radius::{RADIUS_HEADER_LEN, RADIUS_MAX_LEN, RadiusPacket, attr, code};
 use crate::radius_auth::{
-    hide_user_password, hmac_md5, is_accounting_style_request, packet_digest,
+    chap_response, hide_user_password, hmac_md5, is_accounting_style_request, packet_digest,
 };
 
 /// How the authenticator field is computed in [`RadiusBuilder::finish`].
@@ -129,6 +129,22 @@ impl RadiusBuilder {
         };
         let hidden = hide_user_password(password, secret, &ra)?;
         self.attr(attr::USER_PASSWORD, &hidden)
+    }
+
+    /// CHAP-Password (3) and CHAP-Challenge (60) for `password` (RFC 2865
+    /// §5.3, §5.40), instead of a User-Password. The challenge is the Request
+    /// Authenticator, unpredictable by the rule of [`Self::access_request`];
+    /// it is sent as CHAP-Challenge too, so no server need know the shortcut
+    /// of §5.3. The CHAP identifier is the packet's. Only for Access-Request.
+    pub fn chap_password(&mut self, password: &[u8]) -> Result<&mut Self, WireError> {
+        let AuthRule::Random(ra) = self.rule else {
+            return Err(WireError::UnexpectedCode(self.code));
+        };
+        let mut v = [0u8; 17];
+        v[0] = self.identifier;
+        v[1..].copy_from_slice(&chap_response(self.identifier, password, &ra));
+        self.attr(attr::CHAP_PASSWORD, &v)?;
+        self.attr(attr::CHAP_CHALLENGE, &ra)
     }
 
     /// NAS-IP-Address (4).

@@ -179,6 +179,29 @@ fn counters_wrap_into_gigawords_and_vendor_attrs_are_found() {
     assert_eq!(p.vendor_attr(9, 2), None);
 }
 
+// The expected response was computed with Python's hashlib:
+// md5(bytes([7]) + b"hello" + bytes(range(1, 17))).
+#[test]
+fn chap_password_known_value_and_challenge() {
+    let ra: [u8; 16] = std::array::from_fn(|i| i as u8 + 1);
+    let mut b = RadiusBuilder::access_request(7, ra);
+    b.user_name("bob").unwrap();
+    b.chap_password(b"hello").unwrap();
+    let p = b.finish(b"secret").unwrap();
+    let p = RadiusPacket::new_checked(&p[..]).unwrap();
+    let mut want = vec![7];
+    want.extend(hex("dd5430c751f6837e18a1e8c34a944c87"));
+    assert_eq!(p.attr(attr::CHAP_PASSWORD), Some(&want[..]));
+    assert_eq!(p.attr(attr::CHAP_CHALLENGE), Some(&ra[..]));
+    assert_eq!(p.attr(attr::USER_PASSWORD), None);
+}
+
+#[test]
+fn chap_password_only_in_access_request() {
+    let mut b = RadiusBuilder::accounting_request(1);
+    assert!(b.chap_password(b"x").is_err());
+}
+
 proptest! {
     #[test]
     fn attributes_roundtrip(attrs in proptest::collection::vec((any::<u8>(), proptest::collection::vec(any::<u8>(), 0..=253)), 0..12)) {
