@@ -25,7 +25,7 @@ dp_pid=
 ctl_pid=
 kea_pid=
 sniff_pid=
-http_pid=
+www_pid=
 
 log() { printf '[%s] %s\n' "$(date +%T)" "$*" >&2; }
 ok() { passed=$((passed + 1)); echo "ok - $1"; }
@@ -35,8 +35,8 @@ source "$root/tests/lib/netns.sh"
 
 cleanup() {
     set +e
-    for p in $ctl_pid $kea_pid $sniff_pid $http_pid; do kill -9 "$p" 2>/dev/null; done
-    [[ -n $dp_pid ]] && kill -TERM "$dp_pid" 2>/dev/null && sleep 1 && kill -9 "$dp_pid" 2>/dev/null
+    for p in $ctl_pid $kea_pid $sniff_pid $www_pid; do kill -9 "$p" 2>/dev/null; done
+    dataplane_stop
     topology_down # kills what still runs inside the namespaces (dhclient daemons), by pid
     [[ ${KEEP_TMP:-0} == 1 ]] || rm -rf "$tmp"
 }
@@ -74,8 +74,7 @@ inns ctl ethtool -K r0 tx off >/dev/null
 inns srv ethtool -K k0 tx off >/dev/null
 
 mkdir -p "$tmp/www" && echo kbng-core >"$tmp/www/index.html"
-ip netns exec "$(ns core)" /usr/bin/python3 -m http.server 8080 --bind 192.0.2.1 --directory "$tmp/www" >/dev/null 2>&1 &
-http_pid=$!
+core_www_start "$tmp/www"
 
 # ---- Kea: memfile in the temp dir, WARN logging, its pid and lock files there too
 cat >"$tmp/kea.json" <<EOF
@@ -112,11 +111,7 @@ ip netns exec "$(ns srv)" timeout 280 /usr/bin/python3 "$here/sniff.py" k0 "$tmp
 sniff_pid=$!
 
 log "starting kbng-dataplane"
-ip netns exec "$(ns dut)" "$dp_bin" --cores 0,1 \
-    --access net_af_packet0,iface=d0 --uplink net_af_packet1,iface=d1 \
-    --no-huge --no-pci -m 512 --no-shconf --uplink-address 192.0.2.254/24 --next-hop 192.0.2.1 \
-    --sessions 4096 --plans 16 --grpc-listen "unix:$sock" >"$tmp/dataplane.log" 2>&1 &
-dp_pid=$!
+dataplane_start "$dp_bin" "$sock" "$tmp/dataplane.log"
 
 # ---- control in relay mode. The pool's lease time (600) differs from Kea's (60) on purpose.
 cat >"$tmp/subscribers.csv" <<EOF
@@ -161,11 +156,7 @@ audit_clean() {
 start_control() {
     ip netns exec "$(ns ctl)" "$ctl_bin" --config "$tmp/control.yaml" --log info >>"$tmp/control.log" 2>&1 &
     ctl_pid=$!
-    for _ in $(seq 1 100); do
-        apiget /v1/dataplanes 2>/dev/null | grep -q '"connected":true' && return 0
-        sleep 0.2
-    done
-    return 1
+    control_wait_connected "$api" ctl
 }
 
 # A bad relay section stops the binary naming the field.
