@@ -31,7 +31,7 @@ source "$root/tests/lib/netns.sh"
 cleanup() {
     set +e
     [[ -n $ctl_pid ]] && kill -9 "$ctl_pid" 2>/dev/null
-    [[ -n $dp_pid ]] && kill -TERM "$dp_pid" 2>/dev/null && sleep 1 && kill -9 "$dp_pid" 2>/dev/null
+    dataplane_stop
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
     # DHCP clients started inside the client namespaces (by pid, namespace by namespace).
     topology_down
@@ -56,16 +56,11 @@ kbngctl() { "$CARGO_TARGET_DIR/release/kbngctl" --server "$api" "$@"; }
 topology_up
 # The server subscribers must reach in the uplink namespace.
 mkdir -p "$tmp/www" && echo kbng-core >"$tmp/www/index.html"
-ip netns exec "$(ns core)" /usr/bin/python3 -m http.server 8080 --bind 192.0.2.1 --directory "$tmp/www" >/dev/null 2>&1 &
-pids+=($!)
-for _ in $(seq 1 50); do inns core curl -s -m 1 http://192.0.2.1:8080/ 2>/dev/null | grep -q kbng-core && break; sleep 0.2; done
+core_www_start "$tmp/www"
+pids+=("$www_pid")
 
 log "starting kbng-dataplane"
-ip netns exec "$(ns dut)" "$dp_bin" --cores 0,1 \
-    --access net_af_packet0,iface=d0 --uplink net_af_packet1,iface=d1 \
-    --no-huge --no-pci -m 512 --no-shconf --uplink-address 192.0.2.254/24 --next-hop 192.0.2.1 \
-    --sessions 4096 --plans 16 --grpc-listen "unix:$sock" >"$tmp/dataplane.log" 2>&1 &
-dp_pid=$!
+dataplane_start "$dp_bin" "$sock" "$tmp/dataplane.log"
 
 # ---- control configuration
 cat >"$tmp/subscribers.csv" <<EOF
@@ -96,11 +91,7 @@ EOF
 start_control() {
     "$ctl_bin" --config "$tmp/control.yaml" --log info >>"$tmp/control.log" 2>&1 &
     ctl_pid=$!
-    for _ in $(seq 1 100); do
-        curl -sf "http://$api/v1/dataplanes" 2>/dev/null | grep -q '"connected":true' && return 0
-        sleep 0.2
-    done
-    return 1
+    control_wait_connected "$api"
 }
 apiget() { curl -sf "http://$api$1"; }
 jq_py() { /usr/bin/python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
