@@ -6,6 +6,8 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use kbng_crds::bng::PoolSpec;
+use kbng_crds::plan::DirectionPolicy;
+use kbng_crds::policy::MIN_RATE_BPS;
 use serde::Deserialize;
 
 use crate::core::engine::{EngineConfig, UnknownPolicy};
@@ -35,14 +37,65 @@ pub enum ConfigError {
     },
 }
 
-/// A plan: one srTCM meter per direction at `rate_bps`.
+/// A plan as the file says it: a policy per direction in the SubscriberPlan's own shape, and
+/// `rateBps` as shorthand for single-rate srTCM in any direction not given.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PlanFile {
     pub name: String,
     /// Dataplane plan id, non-zero.
     pub id: u32,
-    pub rate_bps: u64,
+    #[serde(default)]
+    pub rate_bps: Option<u64>,
+    #[serde(default)]
+    pub upstream: Option<DirectionPolicy>,
+    #[serde(default)]
+    pub downstream: Option<DirectionPolicy>,
+}
+
+/// A checked plan: what the dataplanes are programmed with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub name: String,
+    pub id: u32,
+    pub upstream: DirectionPolicy,
+    pub downstream: DirectionPolicy,
+}
+
+impl PlanFile {
+    fn check(self, i: usize, problems: &mut Vec<String>) -> Option<Plan> {
+        let before = problems.len();
+        if self.id == 0 {
+            problems.push(format!("plans[{i}].id: must be non-zero"));
+        }
+        let mut direction = |which: &str, given: Option<DirectionPolicy>| {
+            let policy = given.or(self.rate_bps.map(DirectionPolicy::single_rate));
+            match policy {
+                Some(p) => {
+                    problems.extend(p.problems(&format!("plans[{i}].{which}")));
+                    Some(p)
+                }
+                None => {
+                    problems.push(format!("plans[{i}]: neither {which} nor rateBps is given"));
+                    None
+                }
+            }
+        };
+        let upstream = direction("upstream", self.upstream);
+        let downstream = direction("downstream", self.downstream);
+        if self.rate_bps.is_some_and(|r| r < MIN_RATE_BPS) {
+            problems.push(format!("plans[{i}].rateBps: at least {MIN_RATE_BPS}"));
+        }
+        match (upstream, downstream) {
+            (Some(upstream), Some(downstream)) if problems.len() == before => Some(Plan {
+                name: self.name,
+                id: self.id,
+                upstream,
+                downstream,
+            }),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -168,7 +221,7 @@ fn default_per_line() -> u32 {
 pub struct Config {
     pub dataplanes: Vec<String>,
     pub engine: EngineConfig,
-    pub plans: Vec<PlanFile>,
+    pub plans: Vec<Plan>,
     pub subscribers_file: Option<PathBuf>,
     pub cap_file: Option<PathBuf>,
     pub licence_grant: Option<GrantConfig>,
@@ -318,16 +371,12 @@ impl ConfigFile {
             problems.extend(errs.into_iter().map(|e| e.to_string()));
         }
         let mut plans = HashMap::new();
-        for (i, p) in self.plans.iter().enumerate() {
-            if p.id == 0 {
-                problems.push(format!("plans[{i}].id: must be non-zero"));
-            }
-            if p.rate_bps < 8_000 {
-                problems.push(format!("plans[{i}].rateBps: at least 8000"));
-            }
+        let mut checked_plans = Vec::new();
+        for (i, p) in self.plans.into_iter().enumerate() {
             if plans.insert(p.name.clone(), p.id).is_some() {
                 problems.push(format!("plans[{i}].name: {:?} twice", p.name));
             }
+            checked_plans.extend(p.check(i, &mut problems));
         }
         let default_plan = plans.get(&self.default_plan).copied().unwrap_or_else(|| {
             problems.push(format!(
@@ -396,7 +445,7 @@ impl ConfigFile {
                 quarantine_secs: 600,
                 reoffer_interval_ns: 500_000_000,
             },
-            plans: self.plans,
+            plans: checked_plans,
             subscribers_file: self.subscribers_file,
             cap_file: self.licence.and_then(|l| l.cap_file),
             licence_grant,
@@ -467,5 +516,46 @@ walledGarden: {portalUrl: "http://192.0.2.80/", allowed: [{prefix: 192.0.2.80/32
         assert!(p[0].contains("needs publicKey"), "{p:?}");
         let p = with("{file: /l.yaml, publicKey: x, publicKeyFile: /k, capFile: /c}").unwrap_err();
         assert_eq!(p.len(), 2, "{p:?}");
+    }
+
+    #[test]
+    fn plans_take_a_policy_per_direction_or_the_single_rate_shorthand() {
+        let plans = r#"plans:
+  - {name: gold, id: 10, rateBps: 100000000}
+  - name: duo
+    id: 11
+    rateBps: 20000000
+    upstream: {mode: trTCM, cirBps: 5000000, pirBps: 10000000, cbsBytes: 62500, pbsBytes: 125000}"#;
+        let f: ConfigFile = serde_yaml_ng::from_str(
+            &GOOD.replace("plans: [{name: gold, id: 10, rateBps: 100000000}]", plans),
+        )
+        .unwrap();
+        let c = f.validate().unwrap();
+        assert_eq!(c.plans[0].upstream, DirectionPolicy::single_rate(100_000_000));
+        assert_eq!(c.plans[0].downstream, DirectionPolicy::single_rate(100_000_000));
+        assert_eq!(c.plans[1].upstream.pir_bps, Some(10_000_000));
+        assert_eq!(c.plans[1].downstream, DirectionPolicy::single_rate(20_000_000));
+    }
+
+    #[test]
+    fn a_bad_plan_names_its_field() {
+        let with = |plan: &str| {
+            let f: ConfigFile = serde_yaml_ng::from_str(&GOOD.replace(
+                "plans: [{name: gold, id: 10, rateBps: 100000000}]",
+                &format!("plans: [{plan}]"),
+            ))
+            .unwrap();
+            f.validate().unwrap_err()
+        };
+        let p = with("{name: gold, id: 10}");
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert!(p[0].contains("neither upstream nor rateBps"), "{p:?}");
+        let p = with("{name: gold, id: 10, rateBps: 1000}");
+        assert!(p.iter().any(|e| e.starts_with("plans[0].rateBps")), "{p:?}");
+        let p = with(
+            "{name: gold, id: 10, rateBps: 9000000, downstream: {mode: trTCM, cirBps: 9000000, pirBps: 8000000, cbsBytes: 9000, pbsBytes: 9000}}",
+        );
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(p[0].starts_with("plans[0].downstream.pirBps 8000000 is below"), "{p:?}");
     }
 }

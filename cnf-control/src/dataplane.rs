@@ -20,10 +20,11 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::{Channel, Endpoint, Uri};
 use tracing::Instrument as _;
 
-use crate::config::{Config, PlanFile};
+use crate::config::{Config, Plan};
 use crate::core::SessionId;
 use crate::core::engine::{DpSession, ProgramOp};
 use crate::observe;
+use kbng_crds::plan::{ColourAction, ColourActionKind, DirectionPolicy, PolicerMode};
 
 /// Most items in one programming RPC.
 pub const BATCH_MAX: usize = 5000;
@@ -101,32 +102,36 @@ pub fn to_proto(s: &DpSession) -> pb::Session {
     }
 }
 
-fn plan_proto(p: &PlanFile) -> pb::Plan {
-    let cbs = (p.rate_bps / 8 / 10).max(15_180);
-    let meter = pb::Meter {
-        mode: pb::MeterMode::Srtcm as i32,
-        cir_bps: p.rate_bps,
-        pir_bps: 0,
-        cbs_bytes: cbs,
-        pbs_bytes: cbs,
-        green: Some(pb::ColourPolicy {
-            action: pb::ColourAction::Transmit as i32,
-            dscp: 0,
-        }),
-        yellow: Some(pb::ColourPolicy {
-            action: pb::ColourAction::Transmit as i32,
-            dscp: 0,
-        }),
-        red: Some(pb::ColourPolicy {
-            action: pb::ColourAction::Drop as i32,
-            dscp: 0,
-        }),
-    };
+fn plan_proto(p: &Plan) -> pb::Plan {
     pb::Plan {
         plan_id: p.id,
         name: p.name.clone(),
-        upstream: Some(meter),
-        downstream: Some(meter),
+        upstream: Some(meter_proto(&p.upstream)),
+        downstream: Some(meter_proto(&p.downstream)),
+    }
+}
+
+fn meter_proto(d: &DirectionPolicy) -> pb::Meter {
+    let colour = |c: ColourAction| pb::ColourPolicy {
+        action: match c.action {
+            ColourActionKind::Transmit => pb::ColourAction::Transmit,
+            ColourActionKind::Remark => pb::ColourAction::RemarkDscp,
+            ColourActionKind::Drop => pb::ColourAction::Drop,
+        } as i32,
+        dscp: c.dscp.map_or(0, u32::from),
+    };
+    pb::Meter {
+        mode: match d.mode {
+            PolicerMode::SrTcm => pb::MeterMode::Srtcm,
+            PolicerMode::TrTcm => pb::MeterMode::Trtcm,
+        } as i32,
+        cir_bps: d.cir_bps,
+        pir_bps: d.pir_bps.unwrap_or(0),
+        cbs_bytes: d.cbs_bytes,
+        pbs_bytes: d.pbs_bytes,
+        green: Some(colour(d.actions.green)),
+        yellow: Some(colour(d.actions.yellow)),
+        red: Some(colour(d.actions.red)),
     }
 }
 

@@ -20,6 +20,7 @@ pub mod common;
 pub mod grant;
 pub mod licence;
 pub mod plan;
+pub mod policy;
 
 pub use bng::{Bng, BngSpec, BngStatus};
 pub use licence::{Licence, LicenceSource, LicenceSpec, LicenceStatus};

@@ -46,8 +46,8 @@ pub fn run(server: &ServerArgs, args: PlansArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         print!(
-            "{:<12} {:>4} {:>12} {:>9}",
-            "PLAN", "ID", "RATE", "SESSIONS"
+            "{:<12} {:>10} {:>26} {:>26} {:>9}",
+            "PLAN", "ID", "UP (CIR/PIR)", "DOWN (CIR/PIR)", "SESSIONS"
         );
         if measured.is_some() {
             print!(" {:>13} {:>13}", "UP NOW", "DOWN NOW");
@@ -60,10 +60,11 @@ pub fn run(server: &ServerArgs, args: PlansArgs) -> anyhow::Result<ExitCode> {
                 ""
             };
             print!(
-                "{:<12} {:>4} {:>12} {:>9}",
+                "{:<12} {:>10} {:>26} {:>26} {:>9}",
                 p["name"].as_str().unwrap_or("?"),
                 p["id"].as_u64().unwrap_or(0),
-                rate(p["rateBps"].as_f64().unwrap_or(0.0)),
+                policy(&p["upstream"]),
+                policy(&p["downstream"]),
                 p["sessions"].as_u64().unwrap_or(0),
             );
             if measured.is_some() {
@@ -84,6 +85,16 @@ pub fn run(server: &ServerArgs, args: PlansArgs) -> anyhow::Result<ExitCode> {
         }
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// `srTCM 20 Mbit/s` or `trTCM 200 Mbit/s/400 Mbit/s`.
+fn policy(d: &serde_json::Value) -> String {
+    let mode = d["mode"].as_str().unwrap_or("?");
+    let cir = rate(d["cirBps"].as_f64().unwrap_or(0.0));
+    match d["pirBps"].as_f64() {
+        Some(pir) => format!("{mode} {cir}/{}", rate(pir)),
+        None => format!("{mode} {cir}"),
+    }
 }
 
 struct Measured {

@@ -64,7 +64,11 @@ pools:
   - {{name: p, cidr: 100.64.0.0/24, gateway: 100.64.0.1, leaseSecs: 600, dns: [192.0.2.53]}}
 plans:
   - {{name: gold, id: 10, rateBps: 100000000}}
-  - {{name: silver, id: 20, rateBps: 20000000}}
+  - name: silver
+    id: 20
+    rateBps: 20000000
+    upstream: {{mode: trTCM, cirBps: 5000000, pirBps: 10000000, cbsBytes: 62500, pbsBytes: 125000,
+               actions: {{green: {{action: transmit}}, yellow: {{action: remark, dscp: 8}}, red: {{action: drop}}}}}}
 defaultPlan: silver
 store: {d}/sessions.redb
 apiListen: 127.0.0.1:{port}
@@ -181,10 +185,18 @@ fn subscribers_plans_sessions_and_a_valid_licence() {
     let plans = p["plans"].as_array().unwrap();
     let by_name = |n: &str| plans.iter().find(|x| x["name"] == n).unwrap().clone();
     assert_eq!(plans.len(), 2, "{p}");
-    assert_eq!(by_name("gold")["rateBps"], 100_000_000);
+    // rateBps is single-rate srTCM in each direction not given; a given one is kept whole.
+    assert_eq!(by_name("gold")["upstream"]["mode"], "srTCM");
+    assert_eq!(by_name("gold")["downstream"]["cirBps"], 100_000_000);
+    assert_eq!(by_name("silver")["upstream"]["mode"], "trTCM");
+    assert_eq!(by_name("silver")["upstream"]["pirBps"], 10_000_000);
+    assert_eq!(by_name("silver")["upstream"]["actions"]["yellow"]["dscp"], 8);
+    assert_eq!(by_name("silver")["downstream"]["cirBps"], 20_000_000);
     assert_eq!(by_name("silver")["default"], true);
     assert_eq!(by_name("gold")["sessions"], 0);
-    assert!(ok(&c, &["plans"]).contains("100.0 Mb/s"));
+    let table = ok(&c, &["plans"]);
+    assert!(table.contains("srTCM 100.0 Mb/s"), "{table}");
+    assert!(table.contains("trTCM 5.0 Mb/s/10.0 Mb/s"), "{table}");
 
     // Import a CSV; each imported MAC is then removable exactly once.
     let csv = c.dir.path().join("subs.csv");

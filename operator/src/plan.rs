@@ -6,13 +6,9 @@
 //! reported, not only the first, so one status condition tells the whole story.
 
 use kbng_crds::plan::{
-    ColourAction, ColourActionKind, DirectionPolicy, MIN_BURST_BYTES, PolicerMode,
-    SubscriberPlanSpec,
+    ColourAction, ColourActions, DirectionPolicy, PolicerMode, SubscriberPlanSpec,
 };
 use serde::Serialize;
-
-/// Lowest rate a policer is programmed with (the CRD's minimum), bit/s.
-const MIN_RATE_BPS: u64 = 8_000;
 
 /// One direction of a validated plan.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -28,6 +24,24 @@ pub struct Direction {
     pub green: ColourAction,
     pub yellow: ColourAction,
     pub red: ColourAction,
+}
+
+impl Direction {
+    /// Back to the SubscriberPlan's shape, as the control's config file takes it.
+    pub fn policy(&self) -> DirectionPolicy {
+        DirectionPolicy {
+            mode: self.mode,
+            cir_bps: self.cir_bps,
+            pir_bps: (self.mode == PolicerMode::TrTcm).then_some(self.pir_bps),
+            cbs_bytes: self.cbs_bytes,
+            pbs_bytes: self.pbs_bytes,
+            actions: ColourActions {
+                green: self.green,
+                yellow: self.yellow,
+                red: self.red,
+            },
+        }
+    }
 }
 
 /// A plan the dataplanes can be programmed with.
@@ -67,65 +81,11 @@ impl Plan {
 }
 
 fn direction(which: &str, d: &DirectionPolicy, problems: &mut Vec<String>) -> Option<Direction> {
-    let before = problems.len();
-    if d.cir_bps < MIN_RATE_BPS {
-        problems.push(format!(
-            "{which}.cirBps {} is below {MIN_RATE_BPS}",
-            d.cir_bps
-        ));
-    }
-    let pir_bps = match (d.mode, d.pir_bps) {
-        (PolicerMode::TrTcm, None) => {
-            problems.push(format!("{which}.pirBps is required with trTCM"));
-            d.cir_bps
-        }
-        (PolicerMode::TrTcm, Some(pir)) => {
-            if pir < d.cir_bps {
-                problems.push(format!(
-                    "{which}.pirBps {pir} is below cirBps {} (RFC 2698 requires PIR >= CIR)",
-                    d.cir_bps
-                ));
-            }
-            pir
-        }
-        (PolicerMode::SrTcm, Some(_)) => {
-            problems.push(format!("{which}.pirBps is not allowed with srTCM"));
-            d.cir_bps
-        }
-        (PolicerMode::SrTcm, None) => d.cir_bps,
-    };
-    for (field, bytes) in [("cbsBytes", d.cbs_bytes), ("pbsBytes", d.pbs_bytes)] {
-        if bytes < MIN_BURST_BYTES {
-            problems.push(format!(
-                "{which}.{field} {bytes} is below one maximum frame ({MIN_BURST_BYTES} bytes)"
-            ));
-        }
-    }
-    if d.mode == PolicerMode::TrTcm && d.pbs_bytes < d.cbs_bytes {
-        problems.push(format!(
-            "{which}.pbsBytes {} is below cbsBytes {} (trTCM)",
-            d.pbs_bytes, d.cbs_bytes
-        ));
-    }
-    for (colour, action) in [
-        ("green", d.actions.green),
-        ("yellow", d.actions.yellow),
-        ("red", d.actions.red),
-    ] {
-        match (action.action, action.dscp) {
-            (ColourActionKind::Remark, None) => {
-                problems.push(format!("{which}.actions.{colour}: remark needs a dscp"))
-            }
-            (ColourActionKind::Remark, Some(dscp)) if dscp > 63 => {
-                problems.push(format!("{which}.actions.{colour}: dscp {dscp} is above 63"))
-            }
-            (ColourActionKind::Transmit | ColourActionKind::Drop, Some(_)) => problems.push(
-                format!("{which}.actions.{colour}: dscp is only allowed with remark"),
-            ),
-            _ => {}
-        }
-    }
-    (problems.len() == before).then_some(Direction {
+    let found = d.problems(which);
+    let ok = found.is_empty();
+    problems.extend(found);
+    let pir_bps = d.peak_bps();
+    ok.then_some(Direction {
         mode: d.mode,
         cir_bps: d.cir_bps,
         pir_bps,
@@ -168,7 +128,7 @@ pub fn colliding_ids(plans: &[Plan]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kbng_crds::plan::ColourActions;
+    use kbng_crds::plan::ColourActionKind;
 
     fn dir(mode: PolicerMode, cir: u64, pir: Option<u64>, cbs: u64, pbs: u64) -> DirectionPolicy {
         DirectionPolicy {

@@ -360,7 +360,7 @@ t_plan_edit_reaches_status_and_control_config() {
   eventually 20 jq_true k get subscriberplan basic-50m -o json -- \
     '.status.observedGeneration == .metadata.generation and .metadata.generation == 2' || rc=1
   eventually 20 jq_true k get cm lab-control -o json -- \
-    '.data["control.json"] | fromjson | .plans[] | select(.name == "basic-50m") | .rateBps == 60000000' || rc=1
+    '.data["control.json"] | fromjson | .plans[] | select(.name == "basic-50m") | .downstream.cirBps == 60000000' || rc=1
   expect_match "$(k get subscriberplan basic-50m -o json | jq -r '.status.conditions[] | select(.type == "InUse") | .message')" \
     '^used by BNG (.*, )?lab(,|$)' "plan InUse" || rc=1
   return $rc
@@ -409,7 +409,7 @@ t_only_the_lease_holder_writes() {
     '[.items[] | select(.regarding.name == "while-b-leads" and .reportingInstance == "op-b")] | length >= 1' || rc=1
   k patch subscriberplan premium-1g --type=merge -p '{"spec":{"downstream":{"cirBps":900000000}}}' || rc=1
   eventually 20 jq_true k get cm lab-control -o json -- \
-    '.data["control.json"] | fromjson | .plans[] | select(.name == "premium-1g") | .rateBps == 900000000' || rc=1
+    '.data["control.json"] | fromjson | .plans[] | select(.name == "premium-1g") | .downstream.cirBps == 900000000' || rc=1
   return $rc
 }
 

@@ -178,7 +178,8 @@ pub(super) async fn plans(State(s): State<ApiState>) -> ApiResult {
             json!({
                 "name": p.name,
                 "id": p.id,
-                "rateBps": p.rate_bps,
+                "upstream": p.upstream,
+                "downstream": p.downstream,
                 "default": p.id == default_plan,
                 "sessions": t.by_plan_id.get(&p.id).copied().unwrap_or(0),
             })

@@ -2,12 +2,12 @@
 //! (`cnf-control/src/config.rs`, which refuses unknown fields). `tests/operator/run.sh` feeds
 //! the ConfigMap the operator wrote to the real binary under `--check-config`.
 //!
-//! What the file cannot say yet is left out rather than invented: the control meters both
-//! directions of a plan at one rate (the downstream CIR is used; the full plans stay in the
-//! SubscriberPlans). In relay mode the relay agent address defaults to the first pool's
-//! gateway, as the control does.
+//! Plans go over whole: each direction's policy in the SubscriberPlan's own shape, which the
+//! control checks by the same rules ([`kbng_crds::policy`]). In relay mode the relay agent
+//! address defaults to the first pool's gateway, as the control does.
 
 use kbng_crds::bng::{DhcpMode, GardenProtocol, PoolSpec, UnknownSubscriberPolicy};
+use kbng_crds::plan::DirectionPolicy;
 use serde::Serialize;
 
 use super::{Base, Inputs, dataplane_name};
@@ -19,7 +19,8 @@ use crate::plan::Plan;
 pub struct PlanFile {
     pub name: String,
     pub id: u32,
-    pub rate_bps: u64,
+    pub upstream: DirectionPolicy,
+    pub downstream: DirectionPolicy,
 }
 
 #[derive(Debug, Serialize, PartialEq, Eq)]
@@ -125,7 +126,8 @@ fn plan_file(p: &Plan) -> PlanFile {
     PlanFile {
         name: p.name.clone(),
         id: p.plan_id,
-        rate_bps: p.downstream.cir_bps,
+        upstream: p.upstream.policy(),
+        downstream: p.downstream.policy(),
     }
 }
 

@@ -175,7 +175,14 @@ fn control_config_is_kbng_controls_format() {
         serde_json::json!(["http://lab-dataplane-0.lab-dataplane.kbng.svc:50051"])
     );
     assert_eq!(v["plans"][0]["name"], "basic-50m");
-    assert_eq!(v["plans"][1]["rateBps"], 1_000_000_000u64);
+    // The whole plan reaches the control, each direction as the SubscriberPlan says it.
+    let premium = &v["plans"][1];
+    assert_eq!(premium["upstream"]["mode"], "trTCM");
+    assert_eq!(premium["upstream"]["cirBps"], 200_000_000u64);
+    assert_eq!(premium["upstream"]["pirBps"], 400_000_000u64);
+    assert_eq!(premium["downstream"]["cirBps"], 1_000_000_000u64);
+    assert_eq!(premium["downstream"]["pbsBytes"], 25_000_000u64);
+    assert_eq!(premium["downstream"]["actions"]["yellow"]["dscp"], 8);
     assert_eq!(v["defaultPlan"], "basic-50m");
     assert_eq!(v["licence"]["capFile"], "/etc/kbng/session-cap");
     assert_eq!(v["store"], "/var/lib/kbng/sessions.redb");
