@@ -531,10 +531,19 @@ walledGarden: {portalUrl: "http://192.0.2.80/", allowed: [{prefix: 192.0.2.80/32
         )
         .unwrap();
         let c = f.validate().unwrap();
-        assert_eq!(c.plans[0].upstream, DirectionPolicy::single_rate(100_000_000));
-        assert_eq!(c.plans[0].downstream, DirectionPolicy::single_rate(100_000_000));
+        assert_eq!(
+            c.plans[0].upstream,
+            DirectionPolicy::single_rate(100_000_000)
+        );
+        assert_eq!(
+            c.plans[0].downstream,
+            DirectionPolicy::single_rate(100_000_000)
+        );
         assert_eq!(c.plans[1].upstream.pir_bps, Some(10_000_000));
-        assert_eq!(c.plans[1].downstream, DirectionPolicy::single_rate(20_000_000));
+        assert_eq!(
+            c.plans[1].downstream,
+            DirectionPolicy::single_rate(20_000_000)
+        );
     }
 
     #[test]
@@ -556,6 +565,9 @@ walledGarden: {portalUrl: "http://192.0.2.80/", allowed: [{prefix: 192.0.2.80/32
             "{name: gold, id: 10, rateBps: 9000000, downstream: {mode: trTCM, cirBps: 9000000, pirBps: 8000000, cbsBytes: 9000, pbsBytes: 9000}}",
         );
         assert_eq!(p.len(), 1, "{p:?}");
-        assert!(p[0].starts_with("plans[0].downstream.pirBps 8000000 is below"), "{p:?}");
+        assert!(
+            p[0].starts_with("plans[0].downstream.pirBps 8000000 is below"),
+            "{p:?}"
+        );
     }
 }

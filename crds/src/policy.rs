@@ -96,7 +96,10 @@ mod tests {
             assert_eq!(p.problems("up"), Vec::<String>::new(), "{rate}");
             assert_eq!(p.peak_bps(), rate);
         }
-        assert_eq!(DirectionPolicy::single_rate(8_000_000_000).cbs_bytes, 100_000_000);
+        assert_eq!(
+            DirectionPolicy::single_rate(8_000_000_000).cbs_bytes,
+            100_000_000
+        );
     }
 
     #[test]

@@ -190,7 +190,10 @@ fn subscribers_plans_sessions_and_a_valid_licence() {
     assert_eq!(by_name("gold")["downstream"]["cirBps"], 100_000_000);
     assert_eq!(by_name("silver")["upstream"]["mode"], "trTCM");
     assert_eq!(by_name("silver")["upstream"]["pirBps"], 10_000_000);
-    assert_eq!(by_name("silver")["upstream"]["actions"]["yellow"]["dscp"], 8);
+    assert_eq!(
+        by_name("silver")["upstream"]["actions"]["yellow"]["dscp"],
+        8
+    );
     assert_eq!(by_name("silver")["downstream"]["cirBps"], 20_000_000);
     assert_eq!(by_name("silver")["default"], true);
     assert_eq!(by_name("gold")["sessions"], 0);
