@@ -295,6 +295,8 @@ async fn program(
                         _ => None,
                     })
                     .collect();
+                // Accounting Stops carry the counters as they were just before the removal.
+                crate::radius::finals::before_removal(c, &ids).await;
                 let t = std::time::Instant::now();
                 let r = c
                     .remove_sessions(pb::RemoveSessionsRequest {
@@ -423,7 +425,7 @@ async fn session(
 
     // The punt stream first, so no DHCP is lost between reconcile and serving.
     let (inject_tx, inject_rx) = mpsc::channel::<pb::InjectedFrame>(4096);
-    let mut punts = c
+    let punts = c
         .punt(ReceiverStream::new(inject_rx))
         .await
         .map_err(|e| format!("Punt: {e}"))?
@@ -484,18 +486,16 @@ async fn session(
             .await;
     }
 
+    // Punts are read by a task of their own, so that frames keep flowing to the engine while
+    // this one waits on a programming call (before, the stream stalled for each call).
+    let mut reader = AbortOnDrop(tokio::spawn(forward_punts(index, punts, events.clone())));
     loop {
         tokio::select! {
-            m = punts.message() => {
-                match m {
-                    Ok(Some(frame)) => {
-                        if events.send(DpEvent::Punted { dataplane: index, frame }).await.is_err() {
-                            return Ok(());
-                        }
-                    }
-                    Ok(None) => return Err("punt stream closed".into()),
-                    Err(e) => return Err(format!("punt stream: {e}")),
-                }
+            r = &mut reader.0 => {
+                return match r {
+                    Ok(r) => r,
+                    Err(e) => Err(format!("punt reader: {e}")),
+                };
             }
             cmd = cmds.recv() => {
                 let Some(cmd) = cmd else { return Ok(()) };
@@ -523,8 +523,12 @@ async fn session(
                     }
                 }
                 let r = program(&mut c, ops, &mut removed).await;
+                // Waits rather than drops when the stream is behind (HTTP/2 flow control is the
+                // bound); an error means the stream is gone, which ends this connection.
                 for f in injects {
-                    let _ = inject_tx.try_send(f);
+                    if inject_tx.send(f).await.is_err() {
+                        return Err("inject stream closed".into());
+                    }
                 }
                 observe::replies_sent(index);
                 if !removed.is_empty() {
@@ -532,6 +536,39 @@ async fn session(
                 }
                 r.map_err(|e| format!("programming: {e}"))?;
             }
+        }
+    }
+}
+
+/// Aborts the task when dropped (when the connection's session ends, its punt reader goes too).
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Hand every punted frame to the engine task until the stream ends (an error) or the engine
+/// is gone (`Ok`).
+async fn forward_punts(
+    index: u32,
+    mut punts: tonic::Streaming<pb::PuntedFrame>,
+    events: mpsc::Sender<DpEvent>,
+) -> Result<(), String> {
+    loop {
+        match punts.message().await {
+            Ok(Some(frame)) => {
+                let ev = DpEvent::Punted {
+                    dataplane: index,
+                    frame,
+                };
+                if events.send(ev).await.is_err() {
+                    return Ok(());
+                }
+            }
+            Ok(None) => return Err("punt stream closed".into()),
+            Err(e) => return Err(format!("punt stream: {e}")),
         }
     }
 }

@@ -1,7 +1,8 @@
-//! The engine task: the one owner of [`Engine`] and the store. It takes punted frames and
-//! dataplane events, operator commands and ticks; processes whatever is queued as one batch;
-//! commits that batch's store changes in one transaction; and only then lets the batch's DHCP
-//! replies and dataplane programming out, so no client holds a lease the store lacks.
+//! The engine task: the one owner of [`Engine`]. It takes punted frames and dataplane events,
+//! operator commands and ticks; processes whatever is queued as one batch; and hands the batch's
+//! effects to the commit stage (`crate::commit`), which commits its store changes and only then
+//! lets its DHCP replies and dataplane programming out, in batch order, so no client holds a
+//! lease the store lacks. The engine goes on with the next batch while one commits.
 
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
@@ -12,6 +13,7 @@ use kbng_api::v1 as pb;
 use serde::Serialize;
 use tokio::sync::{broadcast, mpsc, oneshot};
 
+use crate::commit::{Committer, Effects};
 use crate::config::Config;
 use crate::core::SessionId;
 use crate::core::aaa::{format_mac, parse_mac};
@@ -177,21 +179,58 @@ pub struct EngineTask {
     pub relay: Option<crate::relay::RelayLink>,
 }
 
-/// One batch's effects, released after the store commit.
-#[derive(Default)]
-struct Batch {
-    store: Vec<StoreOp>,
-    sends: Vec<(u32, DpCmd)>,
-    watch: Vec<WatchEvent>,
-    replies: Vec<Box<dyn FnOnce() + Send>>,
+/// The engine task once started: the commit stage owns the store and the way out.
+struct Running {
+    radius: Option<crate::radius::Link>,
+    engine: Engine,
+    dp_events: mpsc::Receiver<DpEvent>,
+    api: mpsc::Receiver<ApiCmd>,
+    cfg: Arc<Config>,
+    relay: Option<crate::relay::RelayLink>,
+    committer: Committer,
 }
 
+type Batch = Effects;
+
 impl EngineTask {
-    pub async fn run(mut self) {
+    pub async fn run(self) {
+        let EngineTask {
+            radius,
+            engine,
+            store,
+            dps,
+            dp_events,
+            api,
+            watch,
+            cfg,
+            relay,
+        } = self;
+        let committer = match Committer::start(Arc::new(store), dps, watch) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!("cannot start the commit thread: {e}");
+                return;
+            }
+        };
+        Running {
+            radius,
+            engine,
+            dp_events,
+            api,
+            cfg,
+            relay,
+            committer,
+        }
+        .run()
+        .await
+    }
+}
+
+impl Running {
+    async fn run(mut self) {
         let mut tick = tokio::time::interval(Duration::from_millis(20));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let mut cap_check = tokio::time::interval(Duration::from_secs(1));
-        let mut store_errors = 0u64;
         loop {
             let mut b = Batch::default();
             tokio::select! {
@@ -217,7 +256,7 @@ impl EngineTask {
                 }
                 cmd = self.api.recv() => {
                     let Some(cmd) = cmd else { return };
-                    self.api_cmd(cmd, &mut b, store_errors);
+                    self.api_cmd(cmd, &mut b);
                 }
                 _ = tick.tick() => {
                     let out = self.engine.tick(now_ns());
@@ -236,22 +275,14 @@ impl EngineTask {
                     }
                 }
             }
-            if !b.store.is_empty()
-                && let Err(e) = self.store.apply(&b.store, self.engine.next_id())
-            {
-                store_errors += 1;
-                tracing::error!("store commit failed: {e}");
-            }
-            for (dp, cmd) in b.sends {
-                if let Some(tx) = self.dps.get(dp as usize) {
-                    let _ = tx.send(cmd);
+            // Committed and released by the commit stage, in order, while this task goes on
+            // with the next batch.
+            if !b.is_empty() {
+                b.next_id = self.engine.next_id();
+                if !self.committer.submit(b).await {
+                    tracing::error!("the commit thread is gone");
+                    return;
                 }
-            }
-            for w in b.watch {
-                let _ = self.watch.send(w);
-            }
-            for r in b.replies {
-                r();
             }
         }
     }
@@ -335,7 +366,7 @@ impl EngineTask {
         }
     }
 
-    fn api_cmd(&mut self, cmd: ApiCmd, b: &mut Batch, store_errors: u64) {
+    fn api_cmd(&mut self, cmd: ApiCmd, b: &mut Batch) {
         let now = now_ns();
         match cmd {
             ApiCmd::List {
@@ -388,7 +419,7 @@ impl EngineTask {
                     admitted_active: active,
                     waiting_captive: waiting,
                     counters: self.engine.counters(),
-                    store_errors,
+                    store_errors: self.committer.errors(),
                 });
             }
             ApiCmd::Desired { dataplane, reply } => {

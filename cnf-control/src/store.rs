@@ -6,8 +6,9 @@
 //! `kill -9` at any point (a commit is either entirely there or not at all), and a batch of
 //! thousands of puts is one transaction and one fsync.
 //!
-//! The engine task commits each batch of changes before the DHCP ACKs of that batch leave, so a
-//! client never holds a lease that a restart would forget.
+//! The commit stage (`crate::commit`) commits each batch of changes, grouped with whatever else
+//! queued meanwhile, before the DHCP ACKs of that batch leave, so a client never holds a lease
+//! that a restart would forget. Commits keep redb's default `Durability::Immediate`.
 
 use std::path::Path;
 
@@ -88,13 +89,21 @@ impl Store {
 
     /// Apply a batch in one transaction.
     pub fn apply(&self, ops: &[StoreOp], next_id: SessionId) -> Result<(), StoreError> {
+        self.apply_all(&[ops], next_id)
+    }
+
+    /// Apply several batches, in order, in one transaction: one commit and one sync for all of
+    /// them (the commit stage's group commit, `crate::commit`).
+    pub fn apply_all(&self, batches: &[&[StoreOp]], next_id: SessionId) -> Result<(), StoreError> {
         let tx = self.db.begin_write().map_err(db)?;
         {
             let mut t = tx.open_table(SESSIONS).map_err(db)?;
-            for op in ops {
+            let mut v = Vec::new();
+            for op in batches.iter().flat_map(|b| b.iter()) {
                 match op {
                     StoreOp::Put(s) => {
-                        let v = serde_json::to_vec(s.as_ref())
+                        v.clear();
+                        serde_json::to_writer(&mut v, s.as_ref())
                             .map_err(|source| StoreError::Encode { id: s.id, source })?;
                         t.insert(s.id, v.as_slice()).map_err(db)?;
                     }
