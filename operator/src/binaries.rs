@@ -7,6 +7,26 @@
 
 use kbng_crds::bng::DataplaneSpec;
 
+/// What both binaries share: Prometheus `/metrics` and the standard OpenTelemetry variables
+/// (read by `kbng-telemetry`: `OTEL_*`, and `K8S_*` from the downward API).
+pub mod telemetry {
+    /// Both binaries serve `GET /metrics` here (`--metrics-listen`); the port is named
+    /// [`METRICS_PORT_NAME`] so a ServiceMonitor or PodMonitor can select it by name.
+    pub const METRICS_PORT: i32 = 9090;
+    pub const METRICS_PORT_NAME: &str = "metrics";
+    pub const ENV_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
+    pub const ENV_SERVICE_NAME: &str = "OTEL_SERVICE_NAME";
+    pub const ENV_RESOURCE_ATTRIBUTES: &str = "OTEL_RESOURCE_ATTRIBUTES";
+    pub const ENV_K8S_POD_NAME: &str = "K8S_POD_NAME";
+    pub const ENV_K8S_POD_UID: &str = "K8S_POD_UID";
+    pub const ENV_K8S_NAMESPACE_NAME: &str = "K8S_NAMESPACE_NAME";
+    pub const ENV_K8S_NODE_NAME: &str = "K8S_NODE_NAME";
+
+    pub fn metrics_args() -> [String; 2] {
+        ["--metrics-listen".into(), format!("0.0.0.0:{METRICS_PORT}")]
+    }
+}
+
 /// Where the control pod finds its configuration and keeps its session store.
 pub mod control {
     pub const BINARY: &str = "kbng-control";
@@ -14,9 +34,13 @@ pub mod control {
     pub const CONFIG_DIR: &str = "/etc/kbng";
     /// The configuration file (`cnf-control/src/config.rs`, JSON is read as YAML).
     pub const CONFIG_KEY: &str = "control.json";
-    /// The session cap in force, one decimal number; the control re-reads it when it changes,
-    /// so a licence change needs no restart.
-    pub const CAP_KEY: &str = "session-cap";
+    /// The BNG's signed Licence (the whole resource, as JSON) and the public key it must
+    /// verify against (base64, the operator's own): the control verifies the licence itself
+    /// and re-reads both every second, so a licence change needs no restart. The licence key
+    /// is absent when the BNG references no Licence or it does not exist; the control then
+    /// runs on the free baseline and says which file it missed.
+    pub const LICENCE_KEY: &str = "licence.json";
+    pub const PUBLIC_KEY_KEY: &str = "licence-public.key";
     /// Where the RADIUS shared secret (the BNG's `aaa.radius.secretRef`) is mounted.
     pub const RADIUS_SECRET_DIR: &str = "/etc/kbng-radius";
     pub const RADIUS_SECRET_FILE: &str = "secret";
@@ -36,8 +60,12 @@ pub mod control {
         format!("{CONFIG_DIR}/{CONFIG_KEY}")
     }
 
-    pub fn cap_path() -> String {
-        format!("{CONFIG_DIR}/{CAP_KEY}")
+    pub fn licence_path() -> String {
+        format!("{CONFIG_DIR}/{LICENCE_KEY}")
+    }
+
+    pub fn public_key_path() -> String {
+        format!("{CONFIG_DIR}/{PUBLIC_KEY_KEY}")
     }
 
     pub fn store_path() -> String {
@@ -46,7 +74,9 @@ pub mod control {
 
     /// Everything else (store, API address, dataplanes) is in the configuration file.
     pub fn args() -> Vec<String> {
-        vec!["--config".into(), config_path()]
+        let mut args = vec!["--config".into(), config_path()];
+        args.extend(super::telemetry::metrics_args());
+        args
     }
 }
 
@@ -104,7 +134,7 @@ pub mod dataplane {
     /// `uplink` is the BNG's `spec.uplink` address and next hop, resolved by ARP.
     pub fn args(spec: &DataplaneSpec, uplink_address: &str, next_hop: &str) -> Vec<String> {
         let (access, uplink) = devices(spec);
-        vec![
+        let mut args: Vec<String> = vec![
             "--cores".into(),
             format!("auto:{}", spec.worker_cores),
             "--access".into(),
@@ -128,7 +158,9 @@ pub mod dataplane {
             uplink_address.to_string(),
             "--next-hop".into(),
             next_hop.to_string(),
-        ]
+        ];
+        args.extend(super::telemetry::metrics_args());
+        args
     }
 }
 

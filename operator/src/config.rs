@@ -24,6 +24,11 @@ pub struct WorkloadConfig {
     pub dataplane_image: String,
     pub image_pull_policy: String,
     pub session_store: SessionStore,
+    /// Where the control and dataplane pods export OTLP (`OTEL_EXPORTER_OTLP_ENDPOINT`);
+    /// none when absent (they still serve `/metrics`).
+    pub otlp_endpoint: Option<String>,
+    /// The base64 Ed25519 key licences are verified against; the control pods get it too.
+    pub licence_public_key: String,
 }
 
 impl Default for WorkloadConfig {
@@ -36,6 +41,8 @@ impl Default for WorkloadConfig {
                 size: "1Gi".into(),
                 storage_class: None,
             },
+            otlp_endpoint: None,
+            licence_public_key: String::new(),
         }
     }
 }

@@ -51,6 +51,10 @@ struct Args {
     /// How long a deleted BNG waits for its control pods to drain sessions.
     #[arg(long, env = "KBNG_DRAIN_TIMEOUT_SECS", default_value_t = DEFAULT_DRAIN_TIMEOUT.as_secs())]
     drain_timeout_secs: u64,
+    /// The OTLP/gRPC endpoint the control and dataplane pods export to (their
+    /// OTEL_EXPORTER_OTLP_ENDPOINT); they export nothing over OTLP when absent.
+    #[arg(long, env = "KBNG_WORKLOAD_OTLP_ENDPOINT")]
+    workload_otlp_endpoint: Option<String>,
     /// Reconcile only this namespace; all namespaces when absent.
     #[arg(long, env = "KBNG_WATCH_NAMESPACE")]
     watch_namespace: Option<String>,
@@ -150,6 +154,8 @@ async fn main() -> anyhow::Result<()> {
             },
             StoreKind::Emptydir => SessionStore::EmptyDir,
         },
+        otlp_endpoint: args.workload_otlp_endpoint.filter(|e| !e.is_empty()),
+        licence_public_key: args.licence_public_key.trim().to_string(),
     };
     let identity = args.identity.unwrap_or_else(default_identity);
     let client = Client::try_default()

@@ -134,3 +134,20 @@ stop_all_operators() {
 lease_holder() {
   kubectl -n "$OPERATOR_NS" get lease "$LEASE" -o jsonpath='{.spec.holderIdentity}' 2>/dev/null
 }
+
+# pod_env NAMESPACE POD [CONTAINER-INDEX]: the container's environment as the kubelet would
+# resolve it, as a JSON object: downward-API fieldRefs answered from the real Pod object the
+# API server holds, and `$(VAR)` in values expanded from the variables defined before it
+# (an undefined one stays literal, as the kubelet leaves it). Other sources are left out.
+pod_env() {
+  kubectl -n "$1" get pod "$2" -o json | jq -c --argjson i "${3:-0}" '
+    def resolve_env($pod):
+      reduce (.env // [])[] as $e ({}; . as $acc |
+        if $e.value != null then
+          .[$e.name] = (reduce ($acc | to_entries[]) as $kv ($e.value;
+                          gsub("\\$\\(" + $kv.key + "\\)"; $kv.value)))
+        elif $e.valueFrom.fieldRef != null then
+          .[$e.name] = ($pod | getpath($e.valueFrom.fieldRef.fieldPath | split(".")) // "")
+        else . end);
+    . as $pod | .spec.containers[$i] | resolve_env($pod)'
+}

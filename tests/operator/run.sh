@@ -20,6 +20,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
+# shellcheck source=observe.sh
+source "$HERE/observe.sh"
 
 export KBNG_CLUSTER_DIR=${KBNG_OPERATOR_CLUSTER_DIR:-/tmp/kbng-operator-e2e}
 WORK=$(mktemp -d /tmp/kbng-operator-e2e.XXXXXX)
@@ -119,7 +121,8 @@ t_helm_lint_strict() {
 t_helm_schema_rejects_bad_values() {
   local bad rc=0 out
   for bad in "replicaCount=0" "sessionStore.kind=nfs" "licence.publicKey=not-a-key" \
-             "logFormat=xml" "drainTimeoutSeconds=-1" "nosuchvalue=1"; do
+             "logFormat=xml" "drainTimeoutSeconds=-1" "nosuchvalue=1" \
+             "telemetry.otlpEndpoint=otel:4317"; do
     if out=$(helm template x "$ROOT/charts/kbng" -f "$ROOT/charts/kbng/ci/lab-values.yaml" \
                --set "$bad" 2>&1); then
       echo "ACCEPTED bad value $bad"; rc=1
@@ -135,7 +138,8 @@ t_helm_schema_rejects_bad_values() {
 
 t_helm_install() {
   helm install "$RELEASE" "$CHART" -n "$OPERATOR_NS" --create-namespace \
-    -f "$ROOT/charts/kbng/ci/lab-values.yaml" --wait --timeout 120s || return 1
+    -f "$ROOT/charts/kbng/ci/lab-values.yaml" --set "telemetry.otlpEndpoint=$OTLP_ENDPOINT" \
+    --wait --timeout 120s || return 1
   local crd
   for crd in bngs subscriberplans licences; do
     kubectl wait --for=condition=Established "crd/$crd.kbng.dev" --timeout=30s || return 1
@@ -189,8 +193,10 @@ t_operator_starts_with_the_charts_config_and_rbac() {
   local dep token
   dep=$(kubectl -n "$OPERATOR_NS" get deploy kbng-operator -o json) || return 1
   # Literal env values of the chart's container, plus what the pod would get from the
-  # downward API and the ConfigMap.
-  jq -r '.spec.template.spec.containers[0].env[] | select(.value != null)
+  # downward API and the ConfigMap. Not the OTLP endpoint: no collector runs here, and the
+  # workloads' copy of it (KBNG_WORKLOAD_OTLP_ENDPOINT) is what the suite checks.
+  jq -r '.spec.template.spec.containers[0].env[]
+         | select(.value != null and .name != "OTEL_EXPORTER_OTLP_ENDPOINT")
          | "export \(.name)=\(.value | @sh)"' <<<"$dep" >"$WORK/operator.env"
   echo "export POD_NAMESPACE=$OPERATOR_NS" >>"$WORK/operator.env"
   echo "export KBNG_LICENCE_PUBLIC_KEY=$(kubectl -n "$OPERATOR_NS" get cm kbng-operator \
@@ -281,7 +287,12 @@ t_licence_plans_and_bng_produce_the_workloads() {
   expect_eq "$(jq -c '.spec.template.spec.containers[0] | [.readinessProbe.httpGet.path, .livenessProbe.tcpSocket.port]' <<<"$sts")" \
     '["/v1/sessions?limit=1",8080]' "control probes" || rc=1
   eventually 20 jq_true k get cm lab-control -o json -- \
-    '.data["session-cap"] == "1000" and (.data["control.json"] | fromjson | .plans | map(.name)) == ["basic-50m", "premium-1g"]' || rc=1
+    '(.data["control.json"] | fromjson | .plans | map(.name)) == ["basic-50m", "premium-1g"]' || rc=1
+  # The control gets the signed Licence and the operator's public key, and verifies it itself.
+  expect_eq "$(k get cm lab-control -o json | jq -c '{id: .data["licence.json"] | fromjson | .spec.licenceId,
+      key: .data["licence-public.key"], files: .data["control.json"] | fromjson | .licence}')" \
+    "{\"id\":\"LAB-lab-licence\",\"key\":\"$(cat "$SAMPLES/lab-licence-public.key")\",\"files\":{\"file\":\"/etc/kbng/licence.json\",\"publicKeyFile\":\"/etc/kbng/licence-public.key\"}}" \
+    "licence and key handed to the control" || rc=1
   eventually 20 jq_true k get bng lab -o json -- \
     '.status.observedGeneration == .metadata.generation and .status.sessions.cap == 1000 and .status.licenceSource == "licence"' || rc=1
   return $rc
@@ -332,7 +343,10 @@ t_bad_input_is_reported_not_retried() {
   expect_eq "$(k get bng noplan -o json | jq -r '.status.conditions[] | select(.type == "LicenceValid") | "\(.status)/\(.reason)"')" \
     False/BadSignature "LicenceValid" || rc=1
   eventually 20 jq_true k get cm noplan-control -o json -- \
-    '.data["session-cap"] == "64" and (.data["control.json"] | fromjson | .plans | map(.name)) == ["basic-50m"]' || rc=1
+    '(.data["licence.json"] | fromjson | .spec.maxSessions) == 1000000 and (.data["control.json"] | fromjson | .plans | map(.name)) == ["basic-50m"]' || rc=1
+  # The real control, given what the operator handed it, refuses the forged licence itself.
+  expect_match "$(control_check_config noplan)" \
+    'cap 64 \(Refused \{ licence_id: "LAB-forged", reason: "BadSignature"' "kbng-control's own verdict on the forged licence" || rc=1
   eventually 20 jq_true k get events.events.k8s.io -o json -- \
     '[.items[] | select(.regarding.name == "noplan" and .type == "Warning" and .reason == "PlanNotFound")] | length >= 1' || rc=1
   # The operator kept running and logged no reconcile error for it.
@@ -349,7 +363,9 @@ t_bad_input_is_reported_not_retried() {
   issue_licence forged 500 | kubectl apply -f - || return 1
   eventually 30 jq_true k get bng noplan -o json -- \
     '.status.sessions.cap == 500 and .status.licenceSource == "licence"' || rc=1
-  eventually 20 jq_true k get cm noplan-control -o json -- '.data["session-cap"] == "500"' || rc=1
+  eventually 20 jq_true k get cm noplan-control -o json -- '(.data["licence.json"] | fromjson | .spec.maxSessions) == 500' || rc=1
+  expect_match "$(control_check_config noplan)" 'cap 500 \(Licence \{ licence_id: "LAB-forged"' \
+    "kbng-control's own verdict on the genuine replacement" || rc=1
   k delete bng noplan --wait=false
   return $rc
 }
@@ -476,6 +492,26 @@ container_args() { # STS VAR=VALUE...
   jq -j "$filter + \"\\u0000\"" <<<"$json"
 }
 
+# config_map_files CM DIR: every key of ConfigMap CM as a file in DIR (what its volume holds).
+config_map_files() {
+  local json key
+  json=$(k get cm "$1" -o json) || return 1
+  rm -rf "$2" && mkdir -p "$2" || return 1
+  for key in $(jq -r '.data | keys[]' <<<"$json"); do
+    jq -j --arg k "$key" '.data[$k]' <<<"$json" >"$2/$key"
+  done
+}
+
+# control_check_config BNG: the real kbng-control's --check-config output for the BNG's
+# control StatefulSet command line, with its ConfigMap at the mount path.
+control_check_config() {
+  local args=()
+  config_map_files "$1-control" "$WORK/check/$1" || return 1
+  mapfile -d '' args < <(container_args "$1-control")
+  args[0]=$RELEASE_BIN/${args[0]}
+  run_in_pod_fs "$WORK/check/$1:/etc/kbng" -- "${args[@]}" --check-config 2>&1
+}
+
 # run_in_pod_fs DIR:MOUNT_PATH... -- CMD...: CMD with each DIR mounted at its MOUNT_PATH (as
 # the ConfigMap and Secret volumes are in the pod), in a private mount namespace.
 run_in_pod_fs() {
@@ -509,9 +545,7 @@ t_real_binaries_accept_the_generated_workloads() {
   eventually 30 k get cm radius2-control || return 1
   mkdir -p "$WORK/check/radius-secret" && echo testing123 >"$WORK/check/radius-secret/secret"
   for b in real lab relay radius2; do
-    mkdir -p "$WORK/check/$b"
-    k get cm "$b-control" -o json | jq -r '.data["control.json"]' >"$WORK/check/$b/control.json"
-    k get cm "$b-control" -o json | jq -r '.data["session-cap"]' >"$WORK/check/$b/session-cap"
+    config_map_files "$b-control" "$WORK/check/$b" || return 1
   done
   mp=$(k get sts real-control -o json |
     jq -r '.spec.template.spec.containers[0].volumeMounts[] | select(.name == "config") | .mountPath')
@@ -597,9 +631,9 @@ t_real_control_reports_to_status_and_drains() {
   REAL_PIDS+=($!)
   # The ConfigMap the operator wrote, as generated; only what is pod-local is pointed at this
   # host: the cap file's path, the store, the API address, the dataplane's socket.
-  k get cm real-control -o json | jq -r '.data["session-cap"]' >"$WORK/real-session-cap"
-  k get cm real-control -o json | jq --arg cap "$WORK/real-session-cap" \
-    '.data["control.json"] | fromjson | .licence.capFile = $cap' >"$WORK/real-control.json"
+  config_map_files real-control "$WORK/real-cm" || return 1
+  jq --arg dir "$WORK/real-cm" '.licence.file = "\($dir)/licence.json" | .licence.publicKeyFile = "\($dir)/licence-public.key"' \
+    "$WORK/real-cm/control.json" >"$WORK/real-control.json"
   "$RELEASE_BIN/kbng-control" --config "$WORK/real-control.json" --store "$WORK/real.redb" \
     --api-listen "$api" --dataplane "unix:$sock" >"$WORK/real-control.log" 2>&1 &
   REAL_PIDS+=($!)
@@ -661,6 +695,7 @@ main() {
   run_test helm_lint_strict t_helm_lint_strict
   run_test helm_schema_rejects_bad_values t_helm_schema_rejects_bad_values
   run_test helm_install t_helm_install
+  run_test grafana_dashboard_configmap t_grafana_dashboard_configmap
   run_test crds_apply_server_side t_crds_apply_server_side
   needs crds_apply_server_side
   run_test bad_crs_are_refused t_bad_crs_are_refused
@@ -671,6 +706,7 @@ main() {
   run_test licences_are_verified t_licences_are_verified
   run_test licence_plans_and_bng_produce_the_workloads t_licence_plans_and_bng_produce_the_workloads
   run_test scheduler_places_dataplanes_only_where_they_fit t_scheduler_places_dataplanes_only_where_they_fit
+  run_test telemetry_env_reaches_every_workload t_telemetry_env_reaches_every_workload
   run_test bad_input_is_reported_not_retried t_bad_input_is_reported_not_retried
   run_test plan_edit_reaches_status_and_control_config t_plan_edit_reaches_status_and_control_config
   run_test radius_bng_control_may_read_exactly_its_secret t_radius_bng_control_may_read_exactly_its_secret

@@ -5,19 +5,20 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec};
 use k8s_openapi::api::core::v1::{
-    ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar,
-    EnvVarSource, KeyToPath, ObjectFieldSelector, PersistentVolumeClaim, PersistentVolumeClaimSpec,
-    PodSecurityContext, PodSpec, PodTemplateSpec, ResourceRequirements, SecretVolumeSource,
-    SecurityContext, Service, ServiceAccount, ServicePort, ServiceSpec, Sysctl, Volume,
-    VolumeMount, VolumeResourceRequirements,
+    ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, KeyToPath,
+    PersistentVolumeClaim, PersistentVolumeClaimSpec, PodSecurityContext, PodSpec, PodTemplateSpec,
+    ResourceRequirements, SecretVolumeSource, SecurityContext, Service, ServiceAccount,
+    ServicePort, ServiceSpec, Sysctl, Volume, VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use kbng_crds::Bng;
 use kbng_crds::bng::RadiusSpec;
+use kbng_crds::{Bng, Licence};
+use kube::ResourceExt;
 
 use super::control_config::{fnv1a, render};
+use super::telemetry::{self, field_env};
 use super::{Base, BuildError, Inputs, container_security, control_name, pod_security, probe};
 use crate::binaries::control;
 use crate::config::{SessionStore, WorkloadConfig};
@@ -106,21 +107,37 @@ pub(crate) fn role_binding(base: &Base) -> RoleBinding {
     }
 }
 
-/// The configuration file and the session cap, as `kbng-control` reads them.
+/// The configuration file, the signed licence and its public key, as `kbng-control` reads
+/// them.
 pub(crate) fn config_map(base: &Base, inputs: &Inputs<'_>) -> Result<ConfigMap, BuildError> {
-    let text = serde_json::to_string_pretty(&render(base, inputs))
-        .map_err(|e| BuildError::Encode(e.to_string()))?;
+    let encode = |e: serde_json::Error| BuildError::Encode(e.to_string());
+    let text = serde_json::to_string_pretty(&render(base, inputs)).map_err(encode)?;
+    let mut data = BTreeMap::from([
+        (control::CONFIG_KEY.to_string(), text),
+        (
+            control::PUBLIC_KEY_KEY.to_string(),
+            inputs.config.licence_public_key.clone(),
+        ),
+    ]);
+    if let Some(licence) = inputs.licence {
+        data.insert(
+            control::LICENCE_KEY.to_string(),
+            serde_json::to_string_pretty(&signed_licence(licence)).map_err(encode)?,
+        );
+    }
     Ok(ConfigMap {
         metadata: base.meta(control_name(&base.bng), COMPONENT),
-        data: Some(BTreeMap::from([
-            (control::CONFIG_KEY.to_string(), text),
-            (
-                control::CAP_KEY.to_string(),
-                inputs.cap.max_sessions.to_string(),
-            ),
-        ])),
+        data: Some(data),
         ..ConfigMap::default()
     })
+}
+
+/// The Licence as issued: name and spec (with its signature), none of the cluster's
+/// bookkeeping, so the ConfigMap changes only when the grant does.
+fn signed_licence(licence: &Licence) -> Licence {
+    let mut out = Licence::new(&licence.name_any(), licence.spec.clone());
+    out.metadata.namespace = licence.namespace();
+    out
 }
 
 /// The hash [`CONFIG_HASH_ANNOTATION`] carries.
@@ -224,23 +241,23 @@ pub(crate) fn stateful_set(
         image_pull_policy: Some(config.image_pull_policy.clone()),
         command: Some(control::command()),
         args: Some(control::args()),
-        env: Some(vec![EnvVar {
-            name: "POD_NAME".into(),
-            value_from: Some(EnvVarSource {
-                field_ref: Some(ObjectFieldSelector {
-                    field_path: "metadata.name".into(),
-                    ..ObjectFieldSelector::default()
-                }),
-                ..EnvVarSource::default()
-            }),
-            ..EnvVar::default()
-        }]),
-        ports: Some(vec![ContainerPort {
-            name: Some("admin".into()),
-            container_port: control::ADMIN_PORT,
-            protocol: Some("TCP".into()),
-            ..ContainerPort::default()
-        }]),
+        env: Some(
+            std::iter::once(field_env("POD_NAME", "metadata.name"))
+                .chain(telemetry::env(
+                    control::BINARY,
+                    config.otlp_endpoint.as_deref(),
+                ))
+                .collect(),
+        ),
+        ports: Some(vec![
+            ContainerPort {
+                name: Some("admin".into()),
+                container_port: control::ADMIN_PORT,
+                protocol: Some("TCP".into()),
+                ..ContainerPort::default()
+            },
+            telemetry::metrics_port(),
+        ]),
         // The API listener is up once the store is restored (a large store takes a while:
         // the startup probe allows five minutes); ready when the engine task answers a query;
         // alive while the listener accepts (a busy engine is not a reason to restart it).

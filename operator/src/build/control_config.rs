@@ -43,7 +43,8 @@ pub struct WalledGardenFile {
 #[derive(Debug, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct LicenceFile {
-    pub cap_file: String,
+    pub file: String,
+    pub public_key_file: String,
 }
 
 #[derive(Debug, Serialize, PartialEq, Eq)]
@@ -159,7 +160,8 @@ pub(crate) fn render<'a>(base: &Base, inputs: &'a Inputs<'a>) -> ControlConfig<'
         },
         option82_identity: spec.dhcp.option82_identity,
         licence: LicenceFile {
-            cap_file: control::cap_path(),
+            file: control::licence_path(),
+            public_key_file: control::public_key_path(),
         },
         store: control::store_path(),
         api_listen: format!("0.0.0.0:{}", control::ADMIN_PORT),

@@ -3,7 +3,7 @@
 //! server-side apply, so every field set here is a field the operator manages.
 //!
 //! ```text
-//!   Bng + [Plan] + SessionCap + WorkloadConfig
+//!   Bng + [Plan] + Licence + WorkloadConfig
 //!     ├─ control::*   ServiceAccount, Role, RoleBinding, ConfigMap, Service, StatefulSet
 //!     └─ dataplane::* StatefulSet (Guaranteed QoS, hugepages, VFs, Multus) and its headless
 //!                     Service (a stable DNS name per dataplane for the control to dial)
@@ -19,7 +19,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kbng_crds::{Bng, LicenceSource};
+use kbng_crds::{Bng, Licence, LicenceSource};
 use kube::{Resource, ResourceExt};
 
 use crate::config::WorkloadConfig;
@@ -28,6 +28,7 @@ use crate::plan::Plan;
 pub mod control;
 pub mod control_config;
 pub mod dataplane;
+pub mod telemetry;
 
 /// The field manager of every server-side apply the operator makes.
 pub const FIELD_MANAGER: &str = "kbng-operator";
@@ -48,7 +49,9 @@ pub struct Inputs<'a> {
     pub bng: &'a Bng,
     /// Valid plans the BNG references, in the order of `spec.plans`.
     pub plans: &'a [Plan],
-    pub cap: SessionCap,
+    /// The Licence the BNG references, when it exists, valid or not: the control verifies it
+    /// against the same public key and falls back to the free baseline by itself.
+    pub licence: Option<&'a Licence>,
     pub config: &'a WorkloadConfig,
 }
 

@@ -23,15 +23,20 @@ pub(crate) fn sample_plans() -> Vec<Plan> {
         .collect()
 }
 
+pub(crate) fn sample_licence() -> kbng_crds::Licence {
+    let mut l: kbng_crds::Licence =
+        serde_yaml_ng::from_str(include_str!("../../../deploy/samples/licence.yaml")).unwrap();
+    l.metadata.uid = Some("0b1c2d3e-0000-4000-8000-0000000000aa".into());
+    l.metadata.resource_version = Some("42".into());
+    l
+}
+
 fn owned(bng: &Bng, config: &WorkloadConfig) -> Owned {
-    let plans = sample_plans();
+    let (plans, licence) = (sample_plans(), sample_licence());
     build(&Inputs {
         bng,
         plans: &plans,
-        cap: SessionCap {
-            max_sessions: 1000,
-            source: LicenceSource::Licence,
-        },
+        licence: Some(&licence),
         config,
     })
     .unwrap()
@@ -107,7 +112,9 @@ fn dataplane_capabilities_multus_and_numa() {
     assert_eq!(sc.privileged, Some(false));
     assert_eq!(sc.allow_privilege_escalation, Some(false));
     let env: Vec<_> = c.env.clone().unwrap().into_iter().map(|e| e.name).collect();
-    assert_eq!(env, ["POD_NAME"], "every other input is a flag");
+    // Its identity (for --dataplane-id) and, from build::telemetry, the OTEL_* set.
+    assert_eq!(env[0], "POD_NAME");
+    assert!(env.iter().any(|e| e == "OTEL_RESOURCE_ATTRIBUTES"));
     let args = c.args.clone().unwrap();
     let flag = |f: &str| args[args.iter().position(|a| a == f).unwrap() + 1].clone();
     assert_eq!(flag("--cores"), "auto:2");
@@ -152,7 +159,6 @@ fn every_object_is_owned_labelled_and_namespaced() {
 fn control_config_is_kbng_controls_format() {
     let o = owned(&sample_bng(), &WorkloadConfig::default());
     let data = o.config_map.data.clone().unwrap();
-    assert_eq!(data["session-cap"], "1000");
     let v: serde_json::Value = serde_json::from_str(&data["control.json"]).unwrap();
     let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
     assert_eq!(
@@ -184,11 +190,17 @@ fn control_config_is_kbng_controls_format() {
     assert_eq!(premium["downstream"]["pbsBytes"], 25_000_000u64);
     assert_eq!(premium["downstream"]["actions"]["yellow"]["dscp"], 8);
     assert_eq!(v["defaultPlan"], "basic-50m");
-    assert_eq!(v["licence"]["capFile"], "/etc/kbng/session-cap");
+    assert_eq!(
+        v["licence"],
+        serde_json::json!({
+            "file": "/etc/kbng/licence.json",
+            "publicKeyFile": "/etc/kbng/licence-public.key"
+        })
+    );
     assert_eq!(v["store"], "/var/lib/kbng/sessions.redb");
     assert_eq!(v["walledGarden"]["allowed"][0]["protocol"], 17);
     assert_eq!(v["pools"][0]["cidr"], "100.64.0.0/16");
-    // The control reads the file at start: a change rolls its pod, the cap alone does not.
+    // The control reads the file at start: a change rolls its pod, a licence alone does not.
     let hash = |o: &Owned| {
         o.control
             .spec
@@ -205,17 +217,18 @@ fn control_config_is_kbng_controls_format() {
     bng.spec.walled_garden.portal_url = "http://elsewhere.example/".into();
     assert_ne!(hash(&o), hash(&owned(&bng, &WorkloadConfig::default())));
     let (bng, plans, config) = (sample_bng(), sample_plans(), WorkloadConfig::default());
-    let capped = build(&Inputs {
-        bng: &bng,
-        plans: &plans,
-        cap: SessionCap {
-            max_sessions: 5,
-            source: LicenceSource::Licence,
-        },
-        config: &config,
-    })
-    .unwrap();
-    assert_eq!(hash(&o), hash(&capped));
+    let mut licence = sample_licence();
+    licence.spec.max_sessions = 5;
+    for licence in [Some(&licence), None] {
+        let other = build(&Inputs {
+            bng: &bng,
+            plans: &plans,
+            licence,
+            config: &config,
+        })
+        .unwrap();
+        assert_eq!(hash(&o), hash(&other));
+    }
 }
 
 #[test]
@@ -282,10 +295,7 @@ fn a_bng_without_uid_is_refused() {
     let err = build(&Inputs {
         bng: &bng,
         plans: &plans,
-        cap: SessionCap {
-            max_sessions: 64,
-            source: LicenceSource::FreeBaseline,
-        },
+        licence: None,
         config: &WorkloadConfig::default(),
     })
     .unwrap_err();
@@ -364,4 +374,44 @@ fn radius_servers_and_their_mounted_secret() {
     assert_eq!(secret.items.unwrap()[0].key, "shared");
     let mount = pod.containers[0].volume_mounts.clone().unwrap();
     assert!(mount.iter().any(|m| m.mount_path == "/etc/kbng-radius"));
+}
+
+/// The control verifies the licence itself: the ConfigMap carries the Licence as issued
+/// and the operator's public key, and what the control would read from them verifies.
+#[test]
+fn control_gets_the_signed_licence_and_the_public_key() {
+    let key = include_str!("../../../deploy/samples/lab-licence-public.key").trim();
+    let config = WorkloadConfig {
+        licence_public_key: key.to_string(),
+        ..WorkloadConfig::default()
+    };
+    let data = owned(&sample_bng(), &config).config_map.data.unwrap();
+    assert_eq!(data[crate::binaries::control::PUBLIC_KEY_KEY], key);
+    // Read as kbng-control reads it (YAML, a whole Licence resource).
+    let read: kbng_crds::Licence =
+        serde_yaml_ng::from_str(&data[crate::binaries::control::LICENCE_KEY]).unwrap();
+    assert_eq!(read.spec, sample_licence().spec);
+    assert_eq!(read.name_any(), "lab-licence");
+    assert_eq!(read.metadata.uid, None, "no cluster bookkeeping");
+    assert_eq!(read.metadata.resource_version, None);
+    let verdict = kbng_crds::grant::evaluate(
+        &read.spec,
+        &kbng_crds::grant::public_key_from_base64(&data[crate::binaries::control::PUBLIC_KEY_KEY])
+            .unwrap(),
+        "2027-01-01T00:00:00Z".parse().unwrap(),
+    );
+    assert!(verdict.valid, "{verdict:?}");
+    assert_eq!(verdict.max_sessions, 1000);
+    // A BNG without a Licence: no licence file, so the control runs on the free baseline.
+    let (bng, plans) = (sample_bng(), sample_plans());
+    let none = build(&Inputs {
+        bng: &bng,
+        plans: &plans,
+        licence: None,
+        config: &config,
+    })
+    .unwrap();
+    let data = none.config_map.data.unwrap();
+    assert!(!data.contains_key(crate::binaries::control::LICENCE_KEY));
+    assert_eq!(data[crate::binaries::control::PUBLIC_KEY_KEY], key);
 }

@@ -144,24 +144,29 @@ async fn patch_meta(
     Ok(())
 }
 
+/// The verdict on the BNG's Licence, and the Licence itself for its control pods (which
+/// verify it themselves).
 async fn licence_state(
     bng: &Bng,
     ns: &str,
     ctx: &Context,
     now: Timestamp,
-) -> Result<LicenceState, kube::Error> {
+) -> Result<(LicenceState, Option<Licence>), kube::Error> {
     let Some(r) = &bng.spec.licence_ref else {
-        return Ok(LicenceState::NotReferenced);
+        return Ok((LicenceState::NotReferenced, None));
     };
     let api: Api<Licence> = Api::namespaced(ctx.client.clone(), ns);
     Ok(match api.get_opt(&r.name).await? {
-        None => LicenceState::NotFound(r.name.clone()),
+        None => (LicenceState::NotFound(r.name.clone()), None),
         // Evaluated here rather than read from the Licence's status: the verdict is a pure
         // function of the spec, the key and the clock, and a status could be stale.
-        Some(lic) => LicenceState::Evaluated {
-            name: r.name.clone(),
-            verdict: evaluate(&lic.spec, &ctx.licence_key, now),
-        },
+        Some(lic) => (
+            LicenceState::Evaluated {
+                name: r.name.clone(),
+                verdict: evaluate(&lic.spec, &ctx.licence_key, now),
+            },
+            Some(lic),
+        ),
     })
 }
 
@@ -259,7 +264,7 @@ fn selector(bng: &str, component: &str) -> String {
 async fn converge(bng: &Bng, ns: &str, ctx: &Context) -> Result<Action, ReconcileError> {
     let name = bng.name_any();
     let now = now_secs();
-    let licence = licence_state(bng, ns, ctx, now).await?;
+    let (licence, signed) = licence_state(bng, ns, ctx, now).await?;
     let plans = plan_states(bng, ns, ctx).await?;
     let valid: Vec<Plan> = plans
         .iter()
@@ -275,7 +280,7 @@ async fn converge(bng: &Bng, ns: &str, ctx: &Context) -> Result<Action, Reconcil
     let owned = build::build(&Inputs {
         bng,
         plans: &valid,
-        cap: licence.cap(),
+        licence: signed.as_ref(),
         config: &ctx.workload,
     })?;
     let refused = apply_all(&ctx.client, ns, &owned).await?;
