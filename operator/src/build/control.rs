@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec};
 use k8s_openapi::api::core::v1::{
-    ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, KeyToPath,
+    ConfigMap, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, KeyToPath,
     PersistentVolumeClaim, PersistentVolumeClaimSpec, PodSecurityContext, PodSpec, PodTemplateSpec,
     ResourceRequirements, SecretVolumeSource, SecurityContext, Service, ServiceAccount,
     ServicePort, ServiceSpec, Sysctl, Volume, VolumeMount, VolumeResourceRequirements,
@@ -18,8 +18,10 @@ use kbng_crds::{Bng, Licence};
 use kube::ResourceExt;
 
 use super::control_config::{fnv1a, render};
-use super::telemetry::{self, field_env};
-use super::{Base, BuildError, Inputs, container_security, control_name, pod_security, probe};
+use super::{
+    Base, BuildError, Inputs, container_env, container_ports, container_security, control_name,
+    pod_security, probe,
+};
 use crate::binaries::control;
 use crate::config::{SessionStore, WorkloadConfig};
 
@@ -241,23 +243,8 @@ pub(crate) fn stateful_set(
         image_pull_policy: Some(config.image_pull_policy.clone()),
         command: Some(control::command()),
         args: Some(control::args()),
-        env: Some(
-            std::iter::once(field_env("POD_NAME", "metadata.name"))
-                .chain(telemetry::env(
-                    control::BINARY,
-                    config.otlp_endpoint.as_deref(),
-                ))
-                .collect(),
-        ),
-        ports: Some(vec![
-            ContainerPort {
-                name: Some("admin".into()),
-                container_port: control::ADMIN_PORT,
-                protocol: Some("TCP".into()),
-                ..ContainerPort::default()
-            },
-            telemetry::metrics_port(),
-        ]),
+        env: Some(container_env(control::BINARY, config)),
+        ports: Some(container_ports("admin", control::ADMIN_PORT)),
         // The API listener is up once the store is restored (a large store takes a while:
         // the startup probe allows five minutes); ready when the engine task answers a query;
         // alive while the listener accepts (a busy engine is not a reason to restart it).

@@ -17,8 +17,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec};
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, ContainerPort, EmptyDirVolumeSource, PodAffinityTerm, PodAntiAffinity,
-    PodSpec, PodTemplateSpec, Probe, ResourceRequirements, SecurityContext, Service, ServicePort,
+    Affinity, Container, EmptyDirVolumeSource, PodAffinityTerm, PodAntiAffinity, PodSpec,
+    PodTemplateSpec, Probe, ResourceRequirements, SecurityContext, Service, ServicePort,
     ServiceSpec, Volume, VolumeMount, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -26,8 +26,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kbng_crds::Bng;
 use kbng_crds::bng::{DataplaneSpec, HugepageSize};
 
-use super::telemetry::{self, field_env};
-use super::{Base, container_security, dataplane_name, pod_security, probe};
+use super::{
+    Base, container_env, container_ports, container_security, dataplane_name, pod_security, probe,
+};
 use crate::binaries::dataplane;
 use crate::config::WorkloadConfig;
 
@@ -145,23 +146,8 @@ pub(crate) fn stateful_set(base: &Base, bng: &Bng, config: &WorkloadConfig) -> S
             &bng.spec.uplink.address,
             &bng.spec.uplink.gateway,
         )),
-        env: Some(
-            std::iter::once(field_env(dataplane::ENV_POD_NAME, "metadata.name"))
-                .chain(telemetry::env(
-                    dataplane::BINARY,
-                    config.otlp_endpoint.as_deref(),
-                ))
-                .collect(),
-        ),
-        ports: Some(vec![
-            ContainerPort {
-                name: Some("grpc".into()),
-                container_port: dataplane::GRPC_PORT,
-                protocol: Some("TCP".into()),
-                ..ContainerPort::default()
-            },
-            telemetry::metrics_port(),
-        ]),
+        env: Some(container_env(dataplane::BINARY, config)),
+        ports: Some(container_ports("grpc", dataplane::GRPC_PORT)),
         // EAL start-up with hugepages takes seconds; allow two minutes.
         startup_probe: Some(grpc_probe(5, 24)),
         readiness_probe: Some(grpc_probe(5, 2)),

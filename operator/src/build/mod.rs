@@ -13,8 +13,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{
-    Capabilities, ConfigMap, HTTPGetAction, PodSecurityContext, Probe, SeccompProfile,
-    SecurityContext, Service, ServiceAccount, TCPSocketAction,
+    Capabilities, ConfigMap, ContainerPort, EnvVar, HTTPGetAction, PodSecurityContext, Probe,
+    SeccompProfile, SecurityContext, Service, ServiceAccount, TCPSocketAction,
 };
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -158,6 +158,30 @@ impl Base {
             ..ObjectMeta::default()
         }
     }
+}
+
+/// Every workload container's environment: its pod name (the dataplane's `--dataplane-id`
+/// expands it) and the OpenTelemetry set of [`telemetry::env`].
+pub(crate) fn container_env(service: &str, config: &WorkloadConfig) -> Vec<EnvVar> {
+    std::iter::once(telemetry::field_env(
+        crate::binaries::dataplane::ENV_POD_NAME,
+        "metadata.name",
+    ))
+    .chain(telemetry::env(service, config.otlp_endpoint.as_deref()))
+    .collect()
+}
+
+/// A workload container's own TCP port `name`, and the `/metrics` port.
+pub(crate) fn container_ports(name: &str, port: i32) -> Vec<ContainerPort> {
+    vec![
+        ContainerPort {
+            name: Some(name.into()),
+            container_port: port,
+            protocol: Some("TCP".into()),
+            ..ContainerPort::default()
+        },
+        telemetry::metrics_port(),
+    ]
 }
 
 /// A probe of `port`: an HTTP GET of `http_path` when given, else a TCP connect.
