@@ -22,6 +22,8 @@ ROOT=$(cd "$HERE/../.." && pwd)
 source "$HERE/lib.sh"
 # shellcheck source=observe.sh
 source "$HERE/observe.sh"
+# shellcheck source=argocd.sh
+source "$HERE/argocd.sh"
 
 export KBNG_CLUSTER_DIR=${KBNG_OPERATOR_CLUSTER_DIR:-/tmp/kbng-operator-e2e}
 WORK=$(mktemp -d /tmp/kbng-operator-e2e.XXXXXX)
@@ -657,6 +659,10 @@ t_real_control_reports_to_status_and_drains() {
     "ControlReporting=True DataplanesConnected=True " "control and dataplane conditions" || rc=1
   eventually 60 jq_true k get subscriberplan basic-50m -o json -- '.status.sessions == 1' || rc=1
   expect_eq "$(k get subscriberplan premium-1g -o jsonpath='{.status.sessions}')" 0 "premium-1g sessions" || rc=1
+  # For argocd_health_checks: the BNG as Argo CD would see it while real processes serve it
+  # (given a moment to pass every gate; that check judges what was saved).
+  eventually 20 jq_true k get bng real -o json -- '.status.conditions[] | select(.type == "Ready") | .status == "True"' >/dev/null
+  mkdir -p "$WORK/argo" && k get bng real -o json >"$WORK/argo/real-bng.json"
   # Deletion drains through the API: the control is asked, and polled until it holds nothing.
   k delete bng real --wait=false || return 1
   eventually 30 bash -c "! kubectl -n $NS get bng real" || rc=1
@@ -713,6 +719,7 @@ main() {
   run_test unreachable_control_is_a_condition_not_a_loop t_unreachable_control_is_a_condition_not_a_loop
   run_test real_binaries_accept_the_generated_workloads t_real_binaries_accept_the_generated_workloads
   run_test real_control_reports_to_status_and_drains t_real_control_reports_to_status_and_drains
+  run_test argocd_health_checks t_argocd_health_checks
   run_test operator_killed_mid_reconcile_converges t_operator_killed_mid_reconcile_converges
   run_test only_the_lease_holder_writes t_only_the_lease_holder_writes
   run_test operator_health_endpoints t_operator_health_endpoints
