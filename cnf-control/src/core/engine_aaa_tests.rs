@@ -4,73 +4,12 @@
 
 use super::*;
 use crate::core::dhcp::tests::client_frame;
-use crate::core::licence::CapSource;
-use kbng_wire::{DhcpOp, DhcpRepr, Ipv4Packet, UdpPacket, parse_l2};
-
-const S: u64 = NS_PER_SEC;
+use crate::core::test_support::{S, cap, counter, engine_config, mac, msg, replies};
 
 fn engine(unknown: UnknownPolicy) -> Engine {
-    let cfg = EngineConfig {
-        pools: vec![PoolConfig {
-            name: "p".into(),
-            network: Ipv4Addr::new(100, 64, 0, 0),
-            prefix_len: 24,
-            gateway: Ipv4Addr::new(100, 64, 0, 1),
-            lease_secs: 600,
-            dns: vec![],
-            exclusions: vec![],
-        }],
-        plans: HashMap::from([("gold".into(), 10), ("silver".into(), 11)]),
-        default_plan: 10,
-        captive_plan: 1,
-        unknown,
-        option82_identity: false,
-        external_auth: true,
-        pacing: PacingConfig {
-            rate_per_sec: 1000,
-            burst: 100,
-            queue: 1000,
-        },
-        max_sessions_per_line: 8,
-        quarantine_secs: 60,
-        reoffer_interval_ns: S / 2,
-    };
-    let cap = Cap {
-        max_sessions: 100,
-        source: CapSource::FreeBaseline {
-            reason: "test".into(),
-        },
-    };
-    Engine::new(cfg, cap, 0).expect("valid pools")
-}
-
-fn mac(n: u8) -> kbng_wire::MacAddr {
-    kbng_wire::MacAddr([2, 0, 0, 0, 0, n])
-}
-
-fn msg(t: DhcpMessageType, m: u8, xid: u32) -> DhcpRepr {
-    DhcpRepr::new(DhcpOp::BootRequest, t, xid, mac(m))
-}
-
-fn replies(out: &[Output]) -> Vec<DhcpRepr> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::Inject { frame, .. } => {
-                let l2 = parse_l2(frame).unwrap();
-                let ip = Ipv4Packet::new_checked(&frame[l2.l3_offset()..]).unwrap();
-                let udp = UdpPacket::new_checked(ip.payload()).unwrap();
-                Some(DhcpRepr::parse(udp.payload()).unwrap())
-            }
-            _ => None,
-        })
-        .collect()
-}
-
-fn counter(e: &Engine, what: &str) -> u64 {
-    e.counters()
-        .iter()
-        .find(|(k, _)| *k == what)
-        .map_or(0, |(_, v)| *v)
+    let mut cfg = engine_config(unknown);
+    cfg.external_auth = true;
+    Engine::new(cfg, cap(100), 0).expect("valid pools")
 }
 
 /// A DISCOVER from MAC `m` at `t` seconds; returns the session id the engine asks about.

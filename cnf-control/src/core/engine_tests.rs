@@ -2,83 +2,18 @@
 
 use super::*;
 use crate::core::dhcp::tests::client_frame;
-use crate::core::licence::CapSource;
-use kbng_wire::{DhcpOp, DhcpRepr, Ipv4Packet, UdpPacket, parse_l2};
-
-const S: u64 = NS_PER_SEC;
-
-fn cap(n: u64) -> Cap {
-    Cap {
-        max_sessions: n,
-        source: CapSource::FreeBaseline {
-            reason: "test".into(),
-        },
-    }
-}
+use crate::core::test_support::{S, cap, engine_config, mac, msg, programs, replies};
+use kbng_wire::{DhcpOp, DhcpRepr};
 
 fn engine(cap_n: u64, unknown: UnknownPolicy) -> Engine {
-    let cfg = EngineConfig {
-        pools: vec![PoolConfig {
-            name: "p".into(),
-            network: Ipv4Addr::new(100, 64, 0, 0),
-            prefix_len: 24,
-            gateway: Ipv4Addr::new(100, 64, 0, 1),
-            lease_secs: 600,
-            dns: vec![Ipv4Addr::new(192, 0, 2, 53)],
-            exclusions: vec![(Ipv4Addr::new(100, 64, 0, 2), 31)],
-        }],
-        plans: HashMap::from([("gold".into(), 10), ("silver".into(), 11)]),
-        default_plan: 10,
-        captive_plan: 1,
-        unknown,
-        option82_identity: false,
-        external_auth: false,
-        pacing: PacingConfig {
-            rate_per_sec: 1000,
-            burst: 100,
-            queue: 1000,
-        },
-        max_sessions_per_line: 8,
-        quarantine_secs: 60,
-        reoffer_interval_ns: S / 2,
-    };
+    let mut cfg = engine_config(unknown);
+    cfg.pools[0].dns = vec![Ipv4Addr::new(192, 0, 2, 53)];
+    cfg.pools[0].exclusions = vec![(Ipv4Addr::new(100, 64, 0, 2), 31)];
     let mut e = Engine::new(cfg, cap(cap_n), 0).unwrap();
     e.subscribers
         .import_csv("02:00:00:00:00:01,,,gold\n02:00:00:00:00:02,,,silver\n02:00:00:00:00:03,,,\n")
         .unwrap();
     e
-}
-
-fn mac(n: u8) -> kbng_wire::MacAddr {
-    kbng_wire::MacAddr([2, 0, 0, 0, 0, n])
-}
-
-fn msg(t: DhcpMessageType, m: u8, xid: u32) -> DhcpRepr {
-    DhcpRepr::new(DhcpOp::BootRequest, t, xid, mac(m))
-}
-
-/// The DHCP replies among outputs, parsed.
-fn replies(out: &[Output]) -> Vec<DhcpRepr> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::Inject { frame, .. } => {
-                let l2 = parse_l2(frame).unwrap();
-                let ip = Ipv4Packet::new_checked(&frame[l2.l3_offset()..]).unwrap();
-                let udp = UdpPacket::new_checked(ip.payload()).unwrap();
-                Some(DhcpRepr::parse(udp.payload()).unwrap())
-            }
-            _ => None,
-        })
-        .collect()
-}
-
-fn programs(out: &[Output]) -> Vec<ProgramOp> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::Program { op, .. } => Some(op.clone()),
-            _ => None,
-        })
-        .collect()
 }
 
 /// Full DORA for MAC `m` at `t` seconds; returns the address and the ACK's outputs.

@@ -8,6 +8,8 @@ pub mod pacing;
 pub mod pool;
 pub mod relay;
 pub mod session;
+#[cfg(test)]
+mod test_support;
 
 use serde::{Deserialize, Serialize};
 

@@ -2,19 +2,15 @@
 //! injected. The engine is the real one with relay mode on; the "server" is these scripts.
 #![allow(clippy::unwrap_used)]
 
-use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
-use kbng_wire::{DhcpMessageType, DhcpOp, DhcpRepr, Ipv4Packet, MacAddr, UdpPacket, parse_l2};
+use kbng_wire::{DhcpMessageType, DhcpRepr, MacAddr};
 
 use super::*;
 use crate::core::dhcp::tests::client_frame;
-use crate::core::engine::{DpSession, Engine, EngineConfig, Output, ProgramOp, UnknownPolicy};
-use crate::core::licence::{Cap, CapSource};
-use crate::core::pool::PoolConfig;
-use crate::core::session::NS_PER_SEC as S;
+use crate::core::engine::{DpSession, Engine, Output, ProgramOp, UnknownPolicy};
+use crate::core::test_support::{GW, S, cap, counter, engine_config, msg, programs, replies};
 
-const GW: Ipv4Addr = Ipv4Addr::new(100, 64, 0, 1);
 const KEA: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 2);
 const KEA2: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 3);
 
@@ -31,39 +27,8 @@ fn cfg(servers: &[Ipv4Addr]) -> RelayConfig {
     }
 }
 
-fn engine(cap: u64, unknown: UnknownPolicy, servers: &[Ipv4Addr]) -> Engine {
-    let ec = EngineConfig {
-        pools: vec![PoolConfig {
-            name: "p".into(),
-            network: Ipv4Addr::new(100, 64, 0, 0),
-            prefix_len: 24,
-            gateway: GW,
-            lease_secs: 600,
-            dns: vec![],
-            exclusions: vec![],
-        }],
-        plans: HashMap::from([("gold".into(), 10)]),
-        default_plan: 10,
-        captive_plan: 1,
-        unknown,
-        option82_identity: false,
-        external_auth: false,
-        pacing: PacingConfig {
-            rate_per_sec: 1000,
-            burst: 100,
-            queue: 1000,
-        },
-        max_sessions_per_line: 8,
-        quarantine_secs: 60,
-        reoffer_interval_ns: S / 2,
-    };
-    let cap = Cap {
-        max_sessions: cap,
-        source: CapSource::FreeBaseline {
-            reason: "test".into(),
-        },
-    };
-    let mut e = Engine::new(ec, cap, 0).unwrap();
+fn engine(cap_n: u64, unknown: UnknownPolicy, servers: &[Ipv4Addr]) -> Engine {
+    let mut e = Engine::new(engine_config(unknown), cap(cap_n), 0).unwrap();
     e.subscribers
         .import_csv("02:00:00:00:00:01,,,gold\n02:00:00:00:00:02,,,gold\n")
         .unwrap();
@@ -71,16 +36,8 @@ fn engine(cap: u64, unknown: UnknownPolicy, servers: &[Ipv4Addr]) -> Engine {
     e
 }
 
-fn mac(n: u8) -> MacAddr {
-    MacAddr([2, 0, 0, 0, 0, n])
-}
-
 fn client(e: &mut Engine, m: &DhcpRepr, t: u64) -> Vec<Output> {
     e.handle_dhcp(0, 0, &client_frame(m, None), t)
-}
-
-fn msg(t: DhcpMessageType, m: u8, xid: u32) -> DhcpRepr {
-    DhcpRepr::new(DhcpOp::BootRequest, t, xid, mac(m))
 }
 
 /// The relayed messages among outputs, parsed, with their server.
@@ -90,30 +47,6 @@ fn relayed(out: &[Output]) -> Vec<(SocketAddrV4, DhcpRepr)> {
             Output::ToServer { server, payload } => {
                 Some((*server, DhcpRepr::parse(payload).unwrap()))
             }
-            _ => None,
-        })
-        .collect()
-}
-
-fn injected(out: &[Output]) -> Vec<DhcpRepr> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::Inject { frame, .. } => {
-                let l2 = parse_l2(frame).unwrap();
-                let ip = Ipv4Packet::new_checked(&frame[l2.l3_offset()..]).unwrap();
-                let udp = UdpPacket::new_checked(ip.payload()).unwrap();
-                assert!(udp.verify_checksum(ip.src(), ip.dst()));
-                Some(DhcpRepr::parse(udp.payload()).unwrap())
-            }
-            _ => None,
-        })
-        .collect()
-}
-
-fn programs(out: &[Output]) -> Vec<ProgramOp> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::Program { op, .. } => Some(op.clone()),
             _ => None,
         })
         .collect()
@@ -143,7 +76,7 @@ fn dora(e: &mut Engine, m: u8, yi: Ipv4Addr, lease: u32, t: u64) -> Vec<Output> 
     let out = client(e, &msg(DhcpMessageType::Discover, m, 7), t);
     let (_, d) = relayed(&out).pop().expect("DISCOVER relayed");
     let out = e.relay_reply(from(KEA), &answer(&d, DhcpMessageType::Offer, yi, lease), t);
-    let offer = injected(&out).pop().expect("OFFER to the client");
+    let offer = replies(&out).pop().expect("OFFER to the client");
     assert_eq!(offer.yiaddr, yi);
     let mut r = msg(DhcpMessageType::Request, m, 8);
     r.requested_ip = Some(yi);
@@ -160,13 +93,6 @@ fn only_session(e: &Engine) -> crate::core::engine::Session {
     v[0].clone()
 }
 
-fn counter(e: &Engine, name: &str) -> u64 {
-    e.counters()
-        .iter()
-        .find(|(k, _)| *k == name)
-        .map_or(0, |(_, v)| *v)
-}
-
 #[test]
 fn discover_is_relayed_with_giaddr_hops_and_option82_and_the_offer_comes_back_without_it() {
     let mut e = engine(10, UnknownPolicy::Captive, &[KEA]);
@@ -181,7 +107,7 @@ fn discover_is_relayed_with_giaddr_hops_and_option82_and_the_offer_comes_back_wi
     assert_eq!(info.remote_id.as_deref(), Some(&b"bng-test"[..]));
     let yi = Ipv4Addr::new(100, 64, 0, 50);
     let out = e.relay_reply(from(KEA), &answer(d, DhcpMessageType::Offer, yi, 120), S);
-    let [offer] = &injected(&out)[..] else {
+    let [offer] = &replies(&out)[..] else {
         panic!("{out:?}")
     };
     assert_eq!(offer.yiaddr, yi);
@@ -198,7 +124,7 @@ fn ack_builds_the_session_from_the_servers_address_and_lease() {
         programs(&out)[..],
         [ProgramOp::Install(DpSession { ip, plan_id: 10, captive: false, .. })] if ip == yi
     ));
-    let acks = injected(&out);
+    let acks = replies(&out);
     assert_eq!(acks.len(), 1);
     assert_eq!(
         (acks[0].message_type, acks[0].yiaddr),
@@ -230,7 +156,7 @@ fn nak_builds_no_session() {
         &answer(&req, DhcpMessageType::Nak, Ipv4Addr::UNSPECIFIED, 0),
         S,
     );
-    let [nak] = &injected(&out)[..] else {
+    let [nak] = &replies(&out)[..] else {
         panic!("{out:?}")
     };
     assert_eq!(nak.message_type, DhcpMessageType::Nak);
@@ -255,7 +181,7 @@ fn renewal_ack_extends_the_lease_and_the_old_expiry_passes() {
         60 * S,
     );
     assert!(programs(&out).is_empty(), "a renewal reprograms nothing");
-    assert_eq!(injected(&out).len(), 1);
+    assert_eq!(replies(&out).len(), 1);
     let (lease, _) = only_session(&e).state.bound().unwrap();
     assert_eq!((lease.renewed_at_ns, lease.lease_secs), (60 * S, 300));
     assert_eq!(lease.bound_at_ns, 0, "the first bind is kept");
@@ -314,7 +240,7 @@ fn silent_server_fails_over_then_gives_up_with_no_session() {
     assert_eq!(e.sessions_len(), 0);
     // A late answer finds no request.
     let late = answer(d, DhcpMessageType::Offer, Ipv4Addr::new(100, 64, 0, 5), 60);
-    assert!(injected(&e.relay_reply(from(KEA2), &late, 5 * S)).is_empty());
+    assert!(replies(&e.relay_reply(from(KEA2), &late, 5 * S)).is_empty());
     assert_eq!(counter(&e, "relay: reply matches no request"), 1);
     // KEA is passed over for 30 s; KEA2 answered (late), so it is up again.
     let out = client(&mut e, &msg(DhcpMessageType::Discover, 2, 8), 6 * S);
@@ -353,7 +279,7 @@ fn beyond_the_cap_the_acked_subscriber_is_captive() {
         })]
     ));
     assert_eq!(
-        injected(&out).len(),
+        replies(&out).len(),
         1,
         "a captive subscriber still gets its address"
     );
