@@ -10,12 +10,20 @@ sessions programmed per second over gRPC (cnf-control/benches/program_rate.rs), 
 persisted sessions and memory per session (cnf-control/benches/restore.rs), and DHCP with
 perfdhcp against kbng and Kea 2.2 (dhcp.py). Exit status: 0 when the report is complete and
 well-formed, 1 otherwise (the problems are printed).
+
+Whatever the run creates goes on any exit, also on SIGINT, SIGTERM or SIGHUP: its network
+namespaces (<tag>k-* and <tag>b-*, with what runs in them), the process groups of the
+benchmark executables (with the dataplanes and testpmd they start), any child still running,
+and its scratch folder (kept with KBNG_KEEP_TMP=1, or when it holds the report).
 """
 
 import argparse
 import datetime
 import json
 import os
+import re
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -112,12 +120,110 @@ def cargo_bench(package, bench, env, timeout):
     """Run `--bench bench` of `package` (as `cargo bench` would, with `--bench`) with env;
     returns its output text."""
     e = dict(os.environ, **env)
-    p = subprocess.run([bench_exe(package, bench), "--bench"], cwd=os.path.join(ROOT, package_dir(package)),
-                       env=e, capture_output=True, text=True, timeout=timeout)
+    p = run_group([bench_exe(package, bench), "--bench"], timeout,
+                  cwd=os.path.join(ROOT, package_dir(package)), env=e)
     if p.returncode != 0:
         raise RuntimeError(f"cargo bench --bench {bench} failed ({p.returncode}): "
                            f"{(p.stderr or p.stdout)[-800:]}")
     return p.stdout
+
+
+def run_group(cmd, timeout, **kw):
+    """subprocess.run with its output captured, in a process group of its own: the group goes
+    when the command ends, times out or is interrupted, so what it started (a dataplane,
+    testpmd) does not outlive it."""
+    with subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, **kw) as p:
+        GROUPS.append(p.pid)
+        try:
+            out, err = p.communicate(timeout=timeout)
+        finally:
+            kill_group(p.pid)
+            p.wait()
+            GROUPS.remove(p.pid)
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
+
+
+GROUPS = []
+
+
+def kill_group(pgid):
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def on_signal(signum, _frame):
+    # Unwinds through every finally (the DHCP benchmark's teardown, then cleanup()).
+    raise SystemExit(128 + signum)
+
+
+def own_namespaces(tag):
+    """This run's namespaces: the DHCP benchmark names them <tag>k-<role> and <tag>b-<role>.
+    The letter after the tag keeps another run whose tag extends this one's out."""
+    p = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
+    names = [line.split()[0] for line in p.stdout.splitlines() if line.strip()]
+    return [n for n in names if n.startswith((f"{tag}k-", f"{tag}b-"))]
+
+
+def own_children():
+    """Processes whose parent is this one, read from /proc."""
+    kids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid():
+            kids.append(int(d))
+    return kids
+
+
+def cleanup(tag, tmp, keep_tmp):
+    """Removes what this run created; returns what could not be removed (enumerated)."""
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, signal.SIG_IGN)
+    for g in list(GROUPS):
+        kill_group(g)
+    for n in own_namespaces(tag):
+        pids = subprocess.run(["ip", "netns", "pids", n], capture_output=True, text=True).stdout.split()
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+        subprocess.run(["ip", "netns", "del", n], capture_output=True)
+    kids = own_children()
+    for pid in kids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.time() + 5
+    while kids and time.time() < deadline:
+        for pid in kids:
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    kids.remove(pid)
+            except ChildProcessError:
+                kids.remove(pid)
+        time.sleep(0.1)
+    for pid in kids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+    if not keep_tmp:
+        shutil.rmtree(tmp, ignore_errors=True)
+    left = own_namespaces(tag) + [f"pid {k}" for k in own_children()]
+    if not keep_tmp and os.path.exists(tmp):
+        left.append(tmp)
+    return left
 
 
 def package_dir(package):
@@ -221,6 +327,8 @@ def main():
     ap.add_argument("--no-build", action="store_true",
                     help="run the newest binaries and bench executables already built")
     ap.add_argument("--out", help="output directory (default: tests/bench/results for --full)")
+    ap.add_argument("--tag", default=f"kbn{os.getpid() % 100000}",
+                    help="prefix of the network namespaces this run creates (default: from its pid)")
     args = ap.parse_args()
     mode = "full" if args.full else "smoke"
     plan = PLANS[mode]
@@ -228,11 +336,30 @@ def main():
     unknown = only - {"dataplane", "program_rate", "restore", "dhcp"}
     if unknown:
         ap.error(f"--only: unknown benchmark(s) {sorted(unknown)}")
+    if not re.fullmatch(r"[a-z][a-z0-9]{0,11}", args.tag):
+        ap.error(f"--tag {args.tag!r}: a lower-case letter, then up to 11 letters or digits")
     if os.geteuid() != 0 and "dhcp" in only:
         ap.error("the DHCP benchmark needs root (network namespaces)")
 
     tmp = tempfile.mkdtemp(prefix="kbng-bench.")
-    tag = f"kbn{os.getpid() % 100000}"
+    out = args.out or (os.path.join(HERE, "results") if mode == "full" else tmp)
+    keep_tmp = os.environ.get("KBNG_KEEP_TMP") == "1" or os.path.abspath(out) == tmp
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, on_signal)
+    status = 1
+    try:
+        status = run(args, mode, plan, only, tmp, out)
+    finally:
+        left = cleanup(args.tag, tmp, keep_tmp)
+        print(f"cleanup: removed namespaces {args.tag}[kb]-*, processes"
+              f"{'' if keep_tmp else ' and ' + tmp}" + (f"; LEFT BEHIND: {left}" if left else ""),
+              flush=True)
+    return 1 if left else status
+
+
+def run(args, mode, plan, only, tmp, out):
+    """The benchmarks in order, then the report; returns the exit status."""
+    tag = args.tag
     date = datetime.datetime.now(datetime.timezone.utc)
     rep = {"date": date.strftime("%Y-%m-%dT%H:%MZ"), "mode": mode, "commit": report.git_commit(ROOT),
            "machine": report.machine_start(), "figures": [], "errors": [], "details": {},
@@ -284,7 +411,6 @@ def main():
     rep["machine"]["loadavg_end"] = report.loadavg()
     rep["duration_secs"] = round(time.time() - started)
     rep["notes"] = NOTES
-    out = args.out or (os.path.join(HERE, "results") if mode == "full" else tmp)
     os.makedirs(out, exist_ok=True)
     stem = date.strftime("%Y-%m-%d") if mode == "full" else "smoke"
     report.write(rep, os.path.join(out, f"{stem}.json"), os.path.join(out, f"{stem}.md"))

@@ -3,10 +3,13 @@
 # (under 3 minutes). It claims no figures; it checks that the report is complete and
 # well-formed (every figure carries limited_by, offered headroom, completion and a reference,
 # a generator-limited figure is a floor, the machine is described) and that the check itself
-# refuses reports that are not. Prints "N passed, M failed".
+# refuses reports that are not, and that an interrupted run removes what it created. Prints
+# "N passed, M failed".
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$(mktemp -d /tmp/kbng-bench-smoke.XXXXXX)
+# This run's namespace prefix: the harness names its namespaces <tag>k-* and <tag>b-*.
+tag=kbs$$
 passed=0
 failed=0
 ok() { passed=$((passed + 1)); echo "ok - $1"; }
@@ -19,7 +22,7 @@ done
 # The checker refuses incomplete reports (so a pass below means something).
 if /usr/bin/python3 "$here/check_selftest.py"; then ok "report check refuses incomplete figures"; else bad "report check refuses incomplete figures"; fi
 
-timeout 600 /usr/bin/python3 "$here/bench.py" --smoke --out "$out" "$@" >"$out/log" 2>&1
+timeout 600 /usr/bin/python3 "$here/bench.py" --smoke --tag "$tag" --out "$out" "$@" >"$out/log" 2>&1
 rc=$?
 if [[ $rc == 0 ]]; then ok "smoke report complete and well-formed"; else
     bad "smoke report complete and well-formed" "exit $rc"; grep -E "report problem|error" "$out/log" | head -20; tail -5 "$out/log"; fi
@@ -37,9 +40,47 @@ if [[ -s $json ]]; then
 else
     bad "smoke JSON written"
 fi
-# Leftovers: namespaces of this run (enumerated, by the harness's tag prefix).
-left=$(ip netns list | awk '{print $1}' | grep -E '^kbn[0-9]+[kb]-' || true)
+# Leftovers: this run's namespaces, enumerated by its own tag (other runs may hold theirs).
+own_ns() { ip netns list | awk '{print $1}' | grep -E "^$1[kb]-"; }
+left=$(own_ns "$tag")
 if [[ -z $left ]]; then ok "no namespaces left behind"; else bad "no namespaces left behind" "$left"; fi
+
+# Interrupted in the middle of the DHCP benchmark (Kea running in its namespaces), the harness
+# removes its namespaces, its processes and its scratch folder: once per signal.
+for sig in TERM INT; do
+    t=$tag${sig:0:1}
+    t=${t,,}
+    log=$out/interrupted-$sig.log
+    /usr/bin/python3 "$here/bench.py" --smoke --only dhcp --no-build --tag "$t" --out "$out/i$sig" >"$log" 2>&1 &
+    pid=$!
+    # Kea running in the run's namespace: its command line names the run's scratch folder.
+    kea_up() {
+        scratch=$(sed -n 's/.*; scratch \(.*\)$/\1/p' "$log" | head -1)
+        [[ -n $scratch ]] && own_ns "$t" | grep -q -- "-kea$" && pgrep -f -- "$scratch/kea.json" >/dev/null
+    }
+    for _ in $(seq 1 300); do
+        kea_up && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.2
+    done
+    if ! kea_up; then
+        bad "SIG$sig mid-run: the run got as far as Kea running" "$(tail -3 "$log")"
+        kill -9 "$pid" 2>/dev/null
+        continue
+    fi
+    kill -"$sig" "$pid"
+    for _ in $(seq 1 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    if kill -0 "$pid" 2>/dev/null; then
+        bad "SIG$sig mid-run: the harness exits" "still running after 30 s"
+        kill -9 "$pid" 2>/dev/null
+    fi
+    wait "$pid" 2>/dev/null
+    # Enumerated: namespaces by the tag, processes by the scratch path on their command line.
+    left="$(own_ns "$t") $([[ -n $scratch ]] && pgrep -a -f -- "$scratch/")"
+    [[ -n $scratch && -e $scratch ]] && left+=" $scratch"
+    if [[ -n $scratch && -z ${left// /} ]]; then ok "SIG$sig mid-run: nothing left behind"; else
+        bad "SIG$sig mid-run: nothing left behind" "scratch '$scratch', left: $left"; fi
+done
 echo "$passed passed, $failed failed"
 ((failed == 0)) && rm -rf "$out"
 ((failed == 0))
