@@ -223,6 +223,52 @@ fn spec(
     })
 }
 
+/// Whether a probe of three packets was answered: two replies at least, the bar every check
+/// of this file sets.
+fn answered(r: &serde_json::Value) -> bool {
+    r["replies"].as_u64().unwrap_or(0) >= 2
+}
+
+/// A DHCP probe from `mac` behind S-VLAN 200 (an 802.1ad, 0x88a8, outer tag) and C-VLAN 300.
+fn s_tagged_dhcp(mac: &str, gw_mac: &str) -> serde_json::Value {
+    let mut s = spec(
+        mac,
+        &[200, 300],
+        "0.0.0.0",
+        "255.255.255.255",
+        "dhcp",
+        gw_mac,
+    );
+    s["outer_tpid"] = serde_json::json!(0x88a8);
+    s
+}
+
+/// A walled garden of one allowed destination: `prefix`, IP `protocol` and `port` (0: any).
+fn walled_garden(
+    prefix: ([u8; 4], u32),
+    protocol: u32,
+    port: u32,
+    redirect_http: bool,
+) -> pb::WalledGarden {
+    pb::WalledGarden {
+        allow: vec![pb::GardenRule {
+            prefix: Some(pb::Ipv4Prefix {
+                address: u32::from_be_bytes(prefix.0),
+                prefix_len: prefix.1,
+            }),
+            protocol,
+            port,
+        }],
+        redirect_http,
+    }
+}
+
+/// A request refused as invalid, naming `field`.
+fn assert_refused(e: &tonic::Status, field: &str) {
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+    assert!(e.message().contains(field), "{}", e.message());
+}
+
 /// Serialises the tests of this file: each runs a dataplane polling core 1.
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -354,21 +400,7 @@ async fn subscriber_traffic() {
     assert_eq!(id.ports[0].mac, mac_bytes(&d0_mac));
 
     // Punt stream: collect punted frames; an injected frame goes out of the access port.
-    let punted: Arc<Mutex<Vec<pb::PuntedFrame>>> = Arc::default();
-    let (inject_tx, inject_rx) = tokio::sync::mpsc::channel::<pb::InjectedFrame>(16);
-    let mut stream = c
-        .punt(tokio_stream::wrappers::ReceiverStream::new(inject_rx))
-        .await
-        .expect("Punt")
-        .into_inner();
-    {
-        let punted = Arc::clone(&punted);
-        tokio::spawn(async move {
-            while let Ok(Some(f)) = stream.message().await {
-                punted.lock().expect("lock").push(f);
-            }
-        });
-    }
+    let (punted, inject_tx) = open_punts(&mut c).await;
 
     // Plan and access configuration.
     let meter = pb::Meter {
@@ -379,45 +411,16 @@ async fn subscriber_traffic() {
         pbs_bytes: 200_000,
         ..Default::default()
     };
-    c.install_plans(pb::InstallPlansRequest {
-        plans: vec![pb::Plan {
-            plan_id: 1,
-            name: "100M".into(),
-            upstream: Some(meter),
-            downstream: Some(pb::Meter {
-                mode: pb::MeterMode::Srtcm as i32,
-                ..meter
-            }),
-        }],
-    })
-    .await
-    .expect("InstallPlans");
-    c.configure_access(pb::AccessConfig {
-        gateways: vec![pb::Gateway {
-            address: u32::from_be_bytes([100, 64, 0, 1]),
-            prefix_len: 10,
-        }],
-        walled_garden: Some(pb::WalledGarden {
-            allow: vec![pb::GardenRule {
-                prefix: Some(pb::Ipv4Prefix {
-                    address: u32::from_be_bytes([192, 0, 2, 80]),
-                    prefix_len: 32,
-                }),
-                protocol: 6,
-                port: 443,
-            }],
-            redirect_http: true,
-        }),
-    })
-    .await
-    .expect("ConfigureAccess");
+    let downstream = pb::Meter {
+        mode: pb::MeterMode::Srtcm as i32,
+        ..meter
+    };
+    // The portal's HTTPS is allowed; captive subscribers' HTTP is punted.
+    let garden = walled_garden(([192, 0, 2, 80], 32), 6, 443, true);
+    program_plan_and_access(&mut c, meter, downstream, Some(garden)).await;
 
     // The next hop is resolved by ARP (the resolver asks at start-up).
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while node_counter(&mut c, "uplink-arp", "next hop confirmed").await == 0 {
-        assert!(Instant::now() < deadline, "next hop never resolved");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_next_hop(&mut c).await;
 
     const MAC_A: &str = "02:aa:00:00:00:01";
     const MAC_B: &str = "02:aa:00:00:00:02";
@@ -463,10 +466,7 @@ async fn subscriber_traffic() {
         (MAC_C, vec![200, 300], "100.64.0.12"),
     ] {
         let r = probe(&lab, spec(mac, &vlans, ip, CORE_IP, "icmp", &d0_mac));
-        assert!(
-            r["replies"].as_u64().unwrap_or(0) >= 2,
-            "{mac} {vlans:?}: {r}"
-        );
+        assert!(answered(&r), "{mac} {vlans:?}: {r}");
         assert_eq!(r["reply_src_mac"][0].as_str(), Some(d0_mac.as_str()), "{r}");
         assert_eq!(r["reply_vlans"][0], serde_json::json!(vlans), "{r}");
         // Downstream QinQ carries the configured 802.1ad S-tag; a single tag is 802.1Q.
@@ -494,10 +494,7 @@ async fn subscriber_traffic() {
         let mut ttl1 = spec(mac, &vlans, ip, CORE_IP, "ttl1", &d0_mac);
         ttl1["outer_tpid"] = serde_json::json!(0x88a8);
         let r = probe(&lab, ttl1);
-        assert!(
-            r["replies"].as_u64().unwrap_or(0) >= 2,
-            "TTL=1 {vlans:?}: {r}"
-        );
+        assert!(answered(&r), "TTL=1 {vlans:?}: {r}");
         assert_eq!(r["reply_src_ip"][0].as_str(), Some(SUB_GW), "{r}");
         assert_eq!(r["reply_vlans"][0], serde_json::json!(vlans), "{r}");
     }
@@ -508,10 +505,7 @@ async fn subscriber_traffic() {
         ("core", "c0"),
         spec(&c0_mac, &[], CORE_IP, "100.64.0.10", "ttl1", &d1_mac),
     );
-    assert!(
-        r["replies"].as_u64().unwrap_or(0) >= 2,
-        "TTL=1 from the core: {r}"
-    );
+    assert!(answered(&r), "TTL=1 from the core: {r}");
     assert_eq!(r["reply_src_ip"][0].as_str(), Some(UPLINK_IP), "{r}");
     assert_eq!(r["reply_src_mac"][0].as_str(), Some(d1_mac.as_str()), "{r}");
     assert!(node_counter(&mut c, "icmp-error", "time exceeded sent").await >= 6);
@@ -523,7 +517,7 @@ async fn subscriber_traffic() {
     let mut qinq_ad = spec(MAC_C, &[200, 300], "100.64.0.12", CORE_IP, "icmp", &d0_mac);
     qinq_ad["outer_tpid"] = serde_json::json!(0x88a8);
     let r = probe(&lab, qinq_ad);
-    assert!(r["replies"].as_u64().unwrap_or(0) >= 2, "QinQ 0x88a8: {r}");
+    assert!(answered(&r), "QinQ 0x88a8: {r}");
 
     // 4. A spoofed source is dropped and counted.
     let spoofed_before = node_counter(&mut c, "session-lookup", "spoofed source").await;
@@ -542,10 +536,7 @@ async fn subscriber_traffic() {
         &lab,
         spec(MAC_D, &[101], "100.64.0.13", PORTAL_IP, "tcp", &d0_mac),
     );
-    assert!(
-        r["replies"].as_u64().unwrap_or(0) >= 2,
-        "walled garden: {r}"
-    );
+    assert!(answered(&r), "walled garden: {r}");
     let blocked_before = node_counter(&mut c, "walled-garden", "walled garden blocked").await;
     let r = probe(
         &lab,
@@ -572,16 +563,7 @@ async fn subscriber_traffic() {
     );
     // What net_af_packet does to an 802.1ad S-tag on receive: the kernel strips it and the
     // driver re-inserts it as 0x8100 (the af_xdp test below sees 0x88a8 intact).
-    let mut ad = spec(
-        MAC_C,
-        &[200, 300],
-        "0.0.0.0",
-        "255.255.255.255",
-        "dhcp",
-        &d0_mac,
-    );
-    ad["outer_tpid"] = serde_json::json!(0x88a8);
-    let _ = probe(&lab, ad);
+    let _ = probe(&lab, s_tagged_dhcp(MAC_C, &d0_mac));
     let tpids = punted_tags(&punted, MAC_C, Duration::from_secs(5)).await;
     assert_eq!(tpids, (0x8100, 0x8100), "af_packet S-tag as delivered");
     let _ = probe(
@@ -592,7 +574,7 @@ async fn subscriber_traffic() {
         &lab,
         spec(MAC_B, &[100], "100.64.0.11", SUB_GW, "arp", &d0_mac),
     );
-    assert!(r["replies"].as_u64().unwrap_or(0) >= 2, "proxy ARP: {r}");
+    assert!(answered(&r), "proxy ARP: {r}");
     assert!(node_counter(&mut c, "arp-reply", "proxy ARP replies").await >= 2);
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
@@ -754,12 +736,7 @@ async fn subscriber_traffic() {
         })
         .await
         .expect_err("VLAN out of range");
-    assert_eq!(e.code(), tonic::Code::InvalidArgument);
-    assert!(
-        e.message().contains("sessions[1].outer_vlan"),
-        "{}",
-        e.message()
-    );
+    assert_refused(&e, "sessions[1].outer_vlan");
     bad.outer_vlan = 9;
     bad.plan_id = 42;
     let e = c
@@ -768,35 +745,16 @@ async fn subscriber_traffic() {
         })
         .await
         .expect_err("unknown plan");
-    assert_eq!(e.code(), tonic::Code::InvalidArgument);
-    assert!(
-        e.message().contains("sessions[0].plan_id"),
-        "{}",
-        e.message()
-    );
+    assert_refused(&e, "sessions[0].plan_id");
     let e = c
         .configure_access(pb::AccessConfig {
             gateways: vec![],
-            walled_garden: Some(pb::WalledGarden {
-                allow: vec![pb::GardenRule {
-                    prefix: Some(pb::Ipv4Prefix {
-                        address: u32::from_be_bytes([192, 0, 2, 81]),
-                        prefix_len: 24,
-                    }),
-                    protocol: 0,
-                    port: 0,
-                }],
-                redirect_http: false,
-            }),
+            // Host bits set under a /24: refused.
+            walled_garden: Some(walled_garden(([192, 0, 2, 81], 24), 0, 0, false)),
         })
         .await
         .expect_err("bad prefix");
-    assert_eq!(e.code(), tonic::Code::InvalidArgument);
-    assert!(
-        e.message().contains("walled_garden.allow[0].prefix"),
-        "{}",
-        e.message()
-    );
+    assert_refused(&e, "walled_garden.allow[0].prefix");
     let e = c
         .remove_sessions(pb::RemoveSessionsRequest {
             session_ids: vec![1, 777],
@@ -830,10 +788,7 @@ async fn subscriber_traffic() {
         &lab,
         spec(MAC_D, &[101], "100.64.0.13", PORTAL_IP, "tcp", &d0_mac),
     );
-    assert!(
-        r["replies"].as_u64().unwrap_or(0) >= 2,
-        "walled garden after refusal: {r}"
-    );
+    assert!(answered(&r), "walled garden after refusal: {r}");
 
     // 10b. The next hop changes its MAC: announced (gratuitous ARP, arp_notify), then
     // silently (the dataplane's refresh or the core's own ARP finds it). Both are followed.
@@ -849,7 +804,7 @@ async fn subscriber_traffic() {
             let mut s = spec(MAC_A, &[], "100.64.0.10", CORE_IP, "icmp", &d0_mac);
             s["timeout"] = serde_json::json!(0.7);
             let r = probe(&lab, s);
-            if r["replies"].as_u64().unwrap_or(0) >= 2 {
+            if answered(&r) {
                 break;
             }
             assert!(
@@ -885,6 +840,67 @@ async fn subscriber_traffic() {
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(status.success(), "exit status {status}");
+}
+
+/// Opens the punt stream: what the dataplane punts is collected in the returned list, and what
+/// is sent on the returned channel is injected.
+async fn open_punts(
+    c: &mut DataplaneClient<Channel>,
+) -> (
+    Arc<Mutex<Vec<pb::PuntedFrame>>>,
+    tokio::sync::mpsc::Sender<pb::InjectedFrame>,
+) {
+    let punted: Arc<Mutex<Vec<pb::PuntedFrame>>> = Arc::default();
+    let (inject_tx, inject_rx) = tokio::sync::mpsc::channel::<pb::InjectedFrame>(16);
+    let mut stream = c
+        .punt(tokio_stream::wrappers::ReceiverStream::new(inject_rx))
+        .await
+        .expect("Punt")
+        .into_inner();
+    let sink = Arc::clone(&punted);
+    tokio::spawn(async move {
+        while let Ok(Some(f)) = stream.message().await {
+            sink.lock().expect("lock").push(f);
+        }
+    });
+    (punted, inject_tx)
+}
+
+/// Plan 1 ("100M") with these meters, and the subscribers' gateway 100.64.0.1/10 with `garden`.
+async fn program_plan_and_access(
+    c: &mut DataplaneClient<Channel>,
+    upstream: pb::Meter,
+    downstream: pb::Meter,
+    garden: Option<pb::WalledGarden>,
+) {
+    c.install_plans(pb::InstallPlansRequest {
+        plans: vec![pb::Plan {
+            plan_id: 1,
+            name: "100M".into(),
+            upstream: Some(upstream),
+            downstream: Some(downstream),
+        }],
+    })
+    .await
+    .expect("InstallPlans");
+    c.configure_access(pb::AccessConfig {
+        gateways: vec![pb::Gateway {
+            address: u32::from_be_bytes([100, 64, 0, 1]),
+            prefix_len: 10,
+        }],
+        walled_garden: garden,
+    })
+    .await
+    .expect("ConfigureAccess");
+}
+
+/// Waits (15 s at most) until the dataplane has resolved its next hop by ARP.
+async fn wait_next_hop(c: &mut DataplaneClient<Channel>) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while node_counter(c, "uplink-arp", "next hop confirmed").await == 0 {
+        assert!(Instant::now() < deadline, "next hop never resolved");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// The outer and inner TPID of the first punted DHCP frame from `mac` (bounded wait).
@@ -934,21 +950,7 @@ async fn qinq_on_af_xdp() {
         .expect("identity")
         .into_inner();
     assert_eq!(id.ports[0].device_name, "net_af_xdp0");
-    let punted: Arc<Mutex<Vec<pb::PuntedFrame>>> = Arc::default();
-    let (_inject_tx, inject_rx) = tokio::sync::mpsc::channel::<pb::InjectedFrame>(1);
-    let mut stream = c
-        .punt(tokio_stream::wrappers::ReceiverStream::new(inject_rx))
-        .await
-        .expect("Punt")
-        .into_inner();
-    {
-        let punted = Arc::clone(&punted);
-        tokio::spawn(async move {
-            while let Ok(Some(f)) = stream.message().await {
-                punted.lock().expect("lock").push(f);
-            }
-        });
-    }
+    let (punted, _inject_tx) = open_punts(&mut c).await;
     let meter = pb::Meter {
         mode: pb::MeterMode::Srtcm as i32,
         cir_bps: 100_000_000,
@@ -956,47 +958,16 @@ async fn qinq_on_af_xdp() {
         pbs_bytes: 100_000,
         ..Default::default()
     };
-    c.install_plans(pb::InstallPlansRequest {
-        plans: vec![pb::Plan {
-            plan_id: 1,
-            name: "100M".into(),
-            upstream: Some(meter),
-            downstream: Some(meter),
-        }],
-    })
-    .await
-    .expect("InstallPlans");
-    c.configure_access(pb::AccessConfig {
-        gateways: vec![pb::Gateway {
-            address: u32::from_be_bytes([100, 64, 0, 1]),
-            prefix_len: 10,
-        }],
-        walled_garden: None,
-    })
-    .await
-    .expect("ConfigureAccess");
+    program_plan_and_access(&mut c, meter, meter, None).await;
     c.install_sessions(pb::InstallSessionsRequest {
         sessions: vec![session(1, MAC_Q, (200, 300), [100, 64, 0, 12], false)],
     })
     .await
     .expect("InstallSessions");
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while node_counter(&mut c, "uplink-arp", "next hop confirmed").await == 0 {
-        assert!(Instant::now() < deadline, "next hop never resolved");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_next_hop(&mut c).await;
 
     // Received as sent: the punted frame is the frame the dataplane parsed.
-    let mut ad = spec(
-        MAC_Q,
-        &[200, 300],
-        "0.0.0.0",
-        "255.255.255.255",
-        "dhcp",
-        &d0_mac,
-    );
-    ad["outer_tpid"] = serde_json::json!(0x88a8);
-    let _ = probe(&lab, ad);
+    let _ = probe(&lab, s_tagged_dhcp(MAC_Q, &d0_mac));
     let tpids = punted_tags(&punted, MAC_Q, Duration::from_secs(5)).await;
     assert_eq!(tpids, (0x88a8, 0x8100), "af_xdp S-tag as delivered");
 
@@ -1005,10 +976,7 @@ async fn qinq_on_af_xdp() {
         let mut s = spec(MAC_Q, &[200, 300], "100.64.0.12", CORE_IP, "icmp", &d0_mac);
         s["outer_tpid"] = serde_json::json!(outer);
         let r = probe(&lab, s);
-        assert!(
-            r["replies"].as_u64().unwrap_or(0) >= 2,
-            "outer {outer:#x}: {r}"
-        );
+        assert!(answered(&r), "outer {outer:#x}: {r}");
         assert_eq!(r["reply_tpids"][0], 0x88a8, "{r}");
         assert_eq!(r["reply_vlans"][0], serde_json::json!([200, 300]), "{r}");
     }
