@@ -165,6 +165,21 @@ pub struct NoIoRun {
     pub forwarded: u64,
     /// CPU time of the calling thread during the loop (schedstat), 0 if unknown.
     pub cpu_ns: u64,
+    /// TSC reads of the per-node runtime accounting (one per burst plus one per node that
+    /// had packets), for its overhead per packet.
+    pub clock_reads: u64,
+}
+
+/// TSC cycles one `dpdk_sys::tsc()` read costs, measured over `n` back-to-back reads (the
+/// price of a lap of the per-node runtime accounting).
+pub fn tsc_read_cycles(n: u32) -> f64 {
+    let n = n.max(1);
+    let t0 = dpdk_sys::tsc();
+    let mut last = t0;
+    for _ in 0..n {
+        last = std::hint::black_box(dpdk_sys::tsc());
+    }
+    last.wrapping_sub(t0) as f64 / f64::from(n)
 }
 
 /// Packets per vector in [`run_no_io`]: two ports of 32, like the DPDK worker loop.
@@ -228,6 +243,8 @@ pub fn run_no_io(sessions: u32, max_bursts: u64, max_secs: f64) -> NoIoRun {
         }
     }
     run.cpu_ns = crate::counters::thread_cpu_ns().saturating_sub(cpu0);
+    let rows = pipe.counters().runtime_rows();
+    run.clock_reads = bursts + rows.iter().map(|r| r.1).sum::<u64>();
     run
 }
 

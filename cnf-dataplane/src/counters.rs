@@ -111,6 +111,72 @@ impl<K: CounterKind> NodeCounters<K> {
     }
 }
 
+/// Most counters a node may declare (the size of a [`BurstCounts`]).
+pub const MAX_NODE_COUNTERS: usize = 16;
+
+/// One node's counts over one burst, kept on the stack and added to the node's shared
+/// counters once at the end: a packet costs one add to a local array instead of a load and
+/// a store through the shared counter cells.
+#[derive(Debug)]
+pub struct BurstCounts<K: CounterKind> {
+    n: [u32; MAX_NODE_COUNTERS],
+    _k: std::marker::PhantomData<K>,
+}
+
+impl<K: CounterKind> Default for BurstCounts<K> {
+    #[inline(always)]
+    fn default() -> Self {
+        const { assert!(K::COUNT <= MAX_NODE_COUNTERS) };
+        Self {
+            n: [0; MAX_NODE_COUNTERS],
+            _k: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<K: CounterKind> BurstCounts<K> {
+    /// Count one event (a burst holds at most `FRAME_SIZE` packets: `u32` cannot overflow).
+    #[inline(always)]
+    pub fn inc(&mut self, k: K) {
+        if let Some(c) = self.n.get_mut(k.index()) {
+            *c += 1;
+        }
+    }
+
+    /// Add the burst's counts to `to`.
+    #[inline(always)]
+    pub fn flush(&self, to: &NodeCounters<K>) {
+        for (cell, &n) in to.cells.iter().zip(&self.n) {
+            if n != 0 {
+                cell.add(u64::from(n));
+            }
+        }
+    }
+}
+
+/// Runtime of one node on one worker, as VPP's `show runtime` reports it: calls (non-empty
+/// vectors the node processed), the packets of those vectors, and the TSC cycles spent in
+/// the node. Single writer, like [`Counter`].
+#[derive(Debug, Default)]
+pub struct NodeClock {
+    /// Non-empty vectors processed.
+    pub calls: Counter,
+    /// Packets in those vectors.
+    pub vectors: Counter,
+    /// TSC cycles spent processing them.
+    pub cycles: Counter,
+}
+
+impl NodeClock {
+    /// Account one vector of `packets` packets that took `cycles` (writer side only).
+    #[inline(always)]
+    pub fn add(&self, packets: usize, cycles: u64) {
+        self.calls.add(1);
+        self.vectors.add(packets as u64);
+        self.cycles.add(cycles);
+    }
+}
+
 /// A plain copy of a session's counters: `[direction][colour]` packets and bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SessionCounts {

@@ -114,8 +114,8 @@ const NOT_DROPS: &[(&str, &str)] = &[
 ];
 
 /// The pseudo-node of the whole graph: calls are non-empty bursts, vectors the packets of
-/// those bursts, cycles the TSC cycles of those iterations (graph and transmit). Per-node
-/// cycles are not measured by the workers.
+/// those bursts, cycles the TSC cycles of those iterations (graph and transmit). The rows of
+/// the nodes themselves follow it ([`crate::pipeline::RUNTIME_NODES`]).
 pub const GRAPH_NODE: &str = "graph";
 
 /// Why telemetry could not start.
@@ -390,12 +390,21 @@ impl Poller {
                     bytes_up: t.bytes[0],
                     bytes_down: t.bytes[1],
                     drops,
-                    nodes: vec![NodeRuntime {
+                    nodes: std::iter::once(NodeRuntime {
                         node: GRAPH_NODE,
                         calls: h.stats.rx_bursts.get(),
                         vectors: h.stats.rx_packets.get(),
                         cycles: h.stats.busy_cycles.get(),
-                    }],
+                    })
+                    .chain(h.nodes.runtime_rows().into_iter().map(
+                        |(node, calls, vectors, cycles)| NodeRuntime {
+                            node,
+                            calls,
+                            vectors,
+                            cycles,
+                        },
+                    ))
+                    .collect(),
                 }
             })
             .collect();

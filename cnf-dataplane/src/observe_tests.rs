@@ -100,23 +100,38 @@ fn per_plan_totals_grow_only_across_slot_reuse() {
 }
 
 #[test]
-fn graph_runtime_and_drops_come_from_the_worker_counters() {
+fn graph_and_node_runtime_and_drops_come_from_the_worker_counters() {
     let mut f = fixture();
     f.stats.rx_bursts.add(3);
     f.stats.rx_packets.add(96);
     f.stats.busy_cycles.add(48_000);
     f.stats.tx_dropped.add(5);
+    let clocks = &f.poller.workers[0].nodes.runtime;
+    clocks[3].add(90, 9_000);
+    clocks[3].add(6, 700);
     f.poller.accumulate(&HashMap::new());
     let s = f.poller.snapshot();
     let w = &s.workers[0];
     assert_eq!(
-        w.nodes,
-        vec![NodeRuntime {
+        w.nodes[0],
+        NodeRuntime {
             node: GRAPH_NODE,
             calls: 3,
             vectors: 96,
             cycles: 48_000
-        }]
+        }
+    );
+    // Then one row per node as the worker runs them, the fused stage as one.
+    let names: Vec<&str> = w.nodes[1..].iter().map(|n| n.node).collect();
+    assert_eq!(names, crate::pipeline::RUNTIME_NODES);
+    assert_eq!(
+        w.nodes[4],
+        NodeRuntime {
+            node: crate::pipeline::FUSED_FORWARD,
+            calls: 2,
+            vectors: 96,
+            cycles: 9_700
+        }
     );
     let tx = w
         .drops

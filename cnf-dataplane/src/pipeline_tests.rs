@@ -330,3 +330,51 @@ fn every_counter_has_a_name_and_node() {
     assert!(names.contains(&"no session"));
     assert!(names.contains(&"spoofed source"));
 }
+
+#[test]
+fn runtime_counts_vectors_and_cycles_per_node() {
+    let mut r = Rig::new();
+    r.install(3, session((100, 0), SUB_MAC, SUB_IP, 0, false));
+    let garbage = (vec![1, 2, 3], PortId::Access);
+    let dhcp = up(&[100], SUB_IP, 67);
+    r.run(1, vec![up(&[100], SUB_IP, 9), down(SUB_IP), dhcp, garbage]);
+    r.run(2, vec![down(SUB_IP)]);
+    assert_eq!((r.tx_u.len(), r.tx_a.len()), (0, 1));
+    let rows = r.p.counters().runtime_rows();
+    let row = |node: &str| {
+        *rows
+            .iter()
+            .find(|x| x.0 == node)
+            .unwrap_or_else(|| panic!("no runtime row {node}"))
+    };
+    // (node, calls, vectors): only nodes that had packets are called.
+    let (_, calls, vectors, cycles) = row("ethernet-input");
+    assert_eq!((calls, vectors), (2, 5));
+    assert!(cycles > 0);
+    let (_, calls, vectors, cycles) = row(FUSED_FORWARD);
+    assert_eq!((calls, vectors), (2, 3));
+    assert!(cycles > 0);
+    let (_, calls, vectors, _) = row("punt");
+    assert_eq!((calls, vectors), (1, 1));
+    for idle in [
+        "arp-reply",
+        "uplink-arp",
+        "walled-garden",
+        "policer",
+        "ip4-rewrite",
+    ] {
+        assert_eq!(row(idle), (idle, 0, 0, 0), "{idle}");
+    }
+    // The fused stage counts on the nodes it runs for.
+    assert_eq!(r.counter("policer", "green"), 3);
+    assert_eq!(r.counter("ip4-rewrite", "to access"), 2);
+    // gRPC's rows: the counters, then calls, vectors and cycles per runtime row.
+    let all = r.p.counters().snapshot_with_runtime();
+    let get = |n: &str, c: &str| all.iter().find(|x| x.0 == n && x.1 == c).map(|x| x.2);
+    assert_eq!(get("punt", "runtime vectors"), Some(1));
+    assert_eq!(get(FUSED_FORWARD, "runtime calls"), Some(2));
+    assert_eq!(
+        all.len(),
+        r.p.counters().snapshot().len() + 3 * RUNTIME_NODES.len()
+    );
+}

@@ -109,7 +109,7 @@ impl Control {
     pub fn node_counts(&self) -> Vec<(&'static str, &'static str, u64)> {
         let mut total: Vec<(&'static str, &'static str, u64)> = Vec::new();
         for w in &self.workers {
-            for (i, (n, c, v)) in w.nodes.snapshot().into_iter().enumerate() {
+            for (i, (n, c, v)) in w.nodes.snapshot_with_runtime().into_iter().enumerate() {
                 match total.get_mut(i) {
                     Some(t) => t.2 += v,
                     None => total.push((n, c, v)),

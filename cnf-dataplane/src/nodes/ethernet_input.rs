@@ -16,7 +16,7 @@ use kbng_wire::ipv4::protocol;
 use kbng_wire::{ArpOp, ArpPacket, Ipv4Packet, ethernet::ethertype, parse_l2};
 
 use super::{NodeEnv, be16, enqueue};
-use crate::counters::NodeCounters;
+use crate::counters::{BurstCounts, NodeCounters};
 use crate::node_counters;
 use crate::packet::{Direction, Frame, PacketBuf, Pkt, PortId};
 use crate::punt::PuntReason;
@@ -162,26 +162,27 @@ impl EthernetInputNode {
         punt: &mut Frame<P>,
     ) {
         use EthernetInputCounter as C;
+        let mut counts = BurstCounts::default();
         for mut pkt in input.drain(..) {
             let next = self.classify(env, access_cfg, &mut pkt);
             let overflow = match next {
                 EthernetInputNext::SessionLookup => {
-                    self.counters.inc(match pkt.meta.dir {
+                    counts.inc(match pkt.meta.dir {
                         Direction::Up => C::Upstream,
                         Direction::Down => C::Downstream,
                     });
                     enqueue(lookup, pkt)
                 }
                 EthernetInputNext::ArpReply => {
-                    self.counters.inc(C::ProxyArp);
+                    counts.inc(C::ProxyArp);
                     enqueue(arp, pkt)
                 }
                 EthernetInputNext::UplinkArp => {
-                    self.counters.inc(C::UplinkArp);
+                    counts.inc(C::UplinkArp);
                     enqueue(uplink_arp, pkt)
                 }
                 EthernetInputNext::Punt(reason) => {
-                    self.counters.inc(match reason {
+                    counts.inc(match reason {
                         PuntReason::Dhcp => C::DhcpPunted,
                         _ => C::ArpPunted,
                     });
@@ -189,14 +190,15 @@ impl EthernetInputNode {
                     enqueue(punt, pkt)
                 }
                 EthernetInputNext::Drop(reason) => {
-                    self.counters.inc(reason);
+                    counts.inc(reason);
                     None
                 }
             };
             if overflow.is_some() {
-                self.counters.inc(C::FrameOverflow);
+                counts.inc(C::FrameOverflow);
             }
         }
+        counts.flush(&self.counters);
     }
 }
 

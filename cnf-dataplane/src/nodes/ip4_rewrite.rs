@@ -18,7 +18,7 @@
 use kbng_wire::Ipv4Packet;
 
 use super::{NodeEnv, enqueue};
-use crate::counters::NodeCounters;
+use crate::counters::{BurstCounts, NodeCounters};
 use crate::node_counters;
 use crate::packet::{Direction, Frame, PacketBuf, Pkt};
 use crate::tables::SessionTable;
@@ -85,7 +85,6 @@ impl Ip4RewriteNode {
     /// Rewrite one packet.
     #[inline(always)]
     pub fn rewrite<P: PacketBuf>(
-        &self,
         env: &NodeEnv,
         sessions: &SessionTable,
         pkt: &mut Pkt<P>,
@@ -138,7 +137,44 @@ impl Ip4RewriteNode {
         }
     }
 
-    /// Process a frame.
+    /// Rewrite one packet and put it into its next frame, counting it. The body of
+    /// [`Self::run`], and the last step of the fused fast path ([`crate::pipeline`]).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward<P: PacketBuf>(
+        counts: &mut BurstCounts<Ip4RewriteCounter>,
+        env: &NodeEnv,
+        sessions: &SessionTable,
+        mut pkt: Pkt<P>,
+        tx_access: &mut Frame<P>,
+        tx_uplink: &mut Frame<P>,
+        icmp: &mut Frame<P>,
+    ) {
+        use Ip4RewriteCounter as C;
+        let overflow = match Self::rewrite(env, sessions, &mut pkt) {
+            Ip4RewriteNext::TxUplink => {
+                counts.inc(C::ToUplink);
+                enqueue(tx_uplink, pkt)
+            }
+            Ip4RewriteNext::TxAccess => {
+                counts.inc(C::ToAccess);
+                enqueue(tx_access, pkt)
+            }
+            Ip4RewriteNext::IcmpError => {
+                counts.inc(C::TtlExpired);
+                enqueue(icmp, pkt)
+            }
+            Ip4RewriteNext::Drop(reason) => {
+                counts.inc(reason);
+                None
+            }
+        };
+        if overflow.is_some() {
+            counts.inc(C::FrameOverflow);
+        }
+    }
+
+    /// Process a frame (packets of captive sessions; the others come on the fused path).
     pub fn run<P: PacketBuf>(
         &mut self,
         env: &NodeEnv,
@@ -148,29 +184,10 @@ impl Ip4RewriteNode {
         tx_uplink: &mut Frame<P>,
         icmp: &mut Frame<P>,
     ) {
-        use Ip4RewriteCounter as C;
-        for mut pkt in input.drain(..) {
-            let overflow = match self.rewrite(env, sessions, &mut pkt) {
-                Ip4RewriteNext::TxUplink => {
-                    self.counters.inc(C::ToUplink);
-                    enqueue(tx_uplink, pkt)
-                }
-                Ip4RewriteNext::TxAccess => {
-                    self.counters.inc(C::ToAccess);
-                    enqueue(tx_access, pkt)
-                }
-                Ip4RewriteNext::IcmpError => {
-                    self.counters.inc(C::TtlExpired);
-                    enqueue(icmp, pkt)
-                }
-                Ip4RewriteNext::Drop(reason) => {
-                    self.counters.inc(reason);
-                    None
-                }
-            };
-            if overflow.is_some() {
-                self.counters.inc(C::FrameOverflow);
-            }
+        let mut counts = BurstCounts::default();
+        for pkt in input.drain(..) {
+            Self::forward(&mut counts, env, sessions, pkt, tx_access, tx_uplink, icmp);
         }
+        counts.flush(&self.counters);
     }
 }

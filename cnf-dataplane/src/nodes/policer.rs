@@ -14,10 +14,10 @@
 use kbng_wire::Ipv4Packet;
 
 use super::enqueue;
-use crate::counters::NodeCounters;
+use crate::counters::{BurstCounts, NodeCounters};
 use crate::meter::Colour;
 use crate::node_counters;
-use crate::packet::{Frame, PacketBuf};
+use crate::packet::{Direction, Frame, PacketBuf, Pkt};
 use crate::tables::{ColourAction, PlanTable, SessionTable};
 
 node_counters! {
@@ -63,58 +63,73 @@ const COLOUR_COUNTER: [PolicerCounter; 3] = [
 ];
 
 impl PolicerNode {
-    /// Process a frame at TSC time `now`.
+    /// Police one packet at TSC time `now`: colour it, count it per session and node, apply
+    /// the colour's action. The body of [`Self::run`], and of the fused fast path
+    /// ([`crate::pipeline`]) that calls it straight from `session-lookup`.
+    #[inline(always)]
+    pub fn police<P: PacketBuf>(
+        counts: &mut BurstCounts<PolicerCounter>,
+        sessions: &SessionTable,
+        plans: &PlanTable,
+        now: u64,
+        pkt: &mut Pkt<P>,
+    ) -> PolicerNext {
+        use PolicerCounter as C;
+        let slot = pkt.meta.slot;
+        let dir = pkt.meta.dir;
+        let len = u32::from(pkt.meta.ip_len);
+        // session-lookup prefetched and read each packet's session line: it is in L1 here.
+        let Some(line) = sessions.line(slot, dir) else {
+            return PolicerNext::Drop(C::NoSession);
+        };
+        let plan = plans.get(line.plan());
+        let policy = match dir {
+            Direction::Up => &plan.up,
+            Direction::Down => &plan.down,
+        };
+        let colour: Colour = line.police(&policy.meter, now, len);
+        sessions.count(slot, dir, colour, len);
+        counts.inc(COLOUR_COUNTER[colour.index()]);
+        match policy.actions[colour.index()] {
+            ColourAction::Transmit => PolicerNext::Ip4Rewrite,
+            ColourAction::Remark(dscp) => {
+                let l3 = usize::from(pkt.meta.l3);
+                if let Some(b) = pkt.buf.data_mut().get_mut(l3..)
+                    && let Ok(mut ip) = Ipv4Packet::new_checked(b)
+                {
+                    ip.set_dscp(dscp);
+                }
+                counts.inc(C::Remarked);
+                PolicerNext::Ip4Rewrite
+            }
+            ColourAction::Drop => {
+                sessions.count_drop(slot, dir);
+                PolicerNext::Drop(C::PolicerDropped)
+            }
+        }
+    }
+
+    /// Process a frame at TSC time `now` (packets of captive sessions that the walled garden
+    /// let through; the others are policed on the fused path).
     pub fn run<P: PacketBuf>(
         &mut self,
-        sessions: &mut SessionTable,
+        sessions: &SessionTable,
         plans: &PlanTable,
         now: u64,
         input: &mut Frame<P>,
         rewrite: &mut Frame<P>,
     ) {
-        use PolicerCounter as C;
-        // session-lookup prefetched and read each packet's session line: it is in L1 here.
+        let mut counts = BurstCounts::default();
         for mut pkt in input.drain(..) {
-            let slot = pkt.meta.slot;
-            let dir = pkt.meta.dir;
-            let l3 = usize::from(pkt.meta.l3);
-            let len = u32::from(pkt.meta.ip_len);
-            let Some(line) = sessions.line(slot, dir) else {
-                self.counters.inc(C::NoSession);
-                continue;
-            };
-            let plan = plans.get(line.plan());
-            let policy = match dir {
-                crate::packet::Direction::Up => &plan.up,
-                crate::packet::Direction::Down => &plan.down,
-            };
-            let colour: Colour = line.police(&policy.meter, now, len);
-            sessions.count(slot, dir, colour, len);
-            self.counters.inc(COLOUR_COUNTER[colour.index()]);
-            let next = match policy.actions[colour.index()] {
-                ColourAction::Transmit => PolicerNext::Ip4Rewrite,
-                ColourAction::Remark(dscp) => {
-                    if let Some(b) = pkt.buf.data_mut().get_mut(l3..)
-                        && let Ok(mut ip) = Ipv4Packet::new_checked(b)
-                    {
-                        ip.set_dscp(dscp);
-                    }
-                    self.counters.inc(C::Remarked);
-                    PolicerNext::Ip4Rewrite
-                }
-                ColourAction::Drop => {
-                    sessions.count_drop(slot, dir);
-                    PolicerNext::Drop(C::PolicerDropped)
-                }
-            };
-            match next {
+            match Self::police(&mut counts, sessions, plans, now, &mut pkt) {
                 PolicerNext::Ip4Rewrite => {
                     if enqueue(rewrite, pkt).is_some() {
-                        self.counters.inc(C::FrameOverflow);
+                        counts.inc(PolicerCounter::FrameOverflow);
                     }
                 }
-                PolicerNext::Drop(reason) => self.counters.inc(reason),
+                PolicerNext::Drop(reason) => counts.inc(reason),
             }
         }
+        counts.flush(&self.counters);
     }
 }

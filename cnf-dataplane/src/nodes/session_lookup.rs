@@ -9,12 +9,13 @@
 //! independent of each other, so the cache misses of the whole burst overlap instead of
 //! stalling one packet at a time; policer and rewrite then find the line in L1.
 //!
-//! Next nodes: `walled-garden` (captive sessions), `policer`, drop.
+//! Next nodes: `walled-garden` (captive sessions), `policer` (called per packet, fused with
+//! `ip4-rewrite`: see [`crate::pipeline`]), drop.
 //! Counters: see [`SessionLookupCounter`].
 //! Per-core state: the counters; the session table is the worker's own replica.
 
-use super::{NodeEnv, enqueue};
-use crate::counters::NodeCounters;
+use super::enqueue;
+use crate::counters::{BurstCounts, NodeCounters};
 use crate::node_counters;
 use crate::packet::{Direction, FRAME_SIZE, Frame, PacketBuf, Pkt};
 use crate::tables::{SessionKey, SessionTable};
@@ -78,14 +79,15 @@ fn up_key<P: PacketBuf>(pkt: &Pkt<P>) -> SessionKey {
 }
 
 impl SessionLookupNode {
-    /// Process a frame.
+    /// Process a frame: captive sessions' packets go to the `walled_garden` frame, the others
+    /// to `policer`, called per packet (the pipeline passes the fused policer and ip4-rewrite
+    /// step there; see [`crate::pipeline`]).
     pub fn run<P: PacketBuf>(
         &mut self,
-        _env: &NodeEnv,
         sessions: &SessionTable,
         input: &mut Frame<P>,
         walled_garden: &mut Frame<P>,
-        policer: &mut Frame<P>,
+        mut policer: impl FnMut(Pkt<P>),
     ) {
         use SessionLookupCounter as C;
         use SessionLookupNext as N;
@@ -101,6 +103,7 @@ impl SessionLookupNode {
         for (pkt, &h) in input.iter().zip(hashes.iter()) {
             sessions.prefetch_line(pkt.meta.dir, h);
         }
+        let mut counts = BurstCounts::default();
         for (mut pkt, &hash) in input.drain(..).zip(hashes.iter()) {
             let next = match pkt.meta.dir {
                 Direction::Up => match sessions.up_find(&up_key(&pkt), hash) {
@@ -110,7 +113,7 @@ impl SessionLookupNode {
                         match sessions.line(slot, Direction::Up) {
                             Some(s) if s.ipv4() != pkt.meta.src_ip => N::Drop(C::SpoofedSource),
                             Some(s) => {
-                                self.counters.inc(C::UpstreamHit);
+                                counts.inc(C::UpstreamHit);
                                 if s.captive() {
                                     N::WalledGarden
                                 } else {
@@ -125,7 +128,7 @@ impl SessionLookupNode {
                     None => N::Drop(C::NoSessionDownstream),
                     Some(slot) => {
                         pkt.meta.slot = slot;
-                        self.counters.inc(C::DownstreamHit);
+                        counts.inc(C::DownstreamHit);
                         match sessions.line(slot, Direction::Down) {
                             Some(s) if s.captive() => N::WalledGarden,
                             Some(_) => N::Policer,
@@ -134,17 +137,16 @@ impl SessionLookupNode {
                     }
                 },
             };
-            let overflow = match next {
-                N::WalledGarden => enqueue(walled_garden, pkt),
-                N::Policer => enqueue(policer, pkt),
-                N::Drop(reason) => {
-                    self.counters.inc(reason);
-                    None
+            match next {
+                N::WalledGarden => {
+                    if enqueue(walled_garden, pkt).is_some() {
+                        counts.inc(C::FrameOverflow);
+                    }
                 }
-            };
-            if overflow.is_some() {
-                self.counters.inc(C::FrameOverflow);
+                N::Policer => policer(pkt),
+                N::Drop(reason) => counts.inc(reason),
             }
         }
+        counts.flush(&self.counters);
     }
 }

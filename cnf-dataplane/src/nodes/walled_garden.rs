@@ -14,7 +14,7 @@
 use kbng_wire::ipv4::protocol;
 
 use super::{be16, be32, enqueue};
-use crate::counters::NodeCounters;
+use crate::counters::{BurstCounts, NodeCounters};
 use crate::node_counters;
 use crate::packet::{Direction, Frame, PacketBuf, Pkt};
 use crate::punt::PuntReason;
@@ -127,26 +127,28 @@ impl WalledGardenNode {
         punt: &mut Frame<P>,
     ) {
         use WalledGardenCounter as C;
+        let mut counts = BurstCounts::default();
         for mut pkt in input.drain(..) {
             let overflow = match self.classify(access, &pkt) {
                 WalledGardenNext::Policer => {
-                    self.counters.inc(C::Allowed);
+                    counts.inc(C::Allowed);
                     enqueue(policer, pkt)
                 }
                 WalledGardenNext::Punt => {
-                    self.counters.inc(C::HttpPunted);
+                    counts.inc(C::HttpPunted);
                     pkt.meta.punt_reason = PuntReason::HttpRedirect as u8;
                     enqueue(punt, pkt)
                 }
                 WalledGardenNext::Drop(reason) => {
-                    self.counters.inc(reason);
+                    counts.inc(reason);
                     None
                 }
             };
             if overflow.is_some() {
-                self.counters.inc(C::FrameOverflow);
+                counts.inc(C::FrameOverflow);
             }
         }
+        counts.flush(&self.counters);
     }
 }
 
