@@ -962,7 +962,7 @@ impl Engine {
             .collect();
         let mut out = Vec::new();
         for id in ids {
-            self.event(id, Event::Disconnect, now_ns, &mut out);
+            self.event(id, Event::Drain, now_ns, &mut out);
         }
         let remaining = self.sessions.len();
         (out, remaining)

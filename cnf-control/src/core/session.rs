@@ -86,6 +86,8 @@ pub enum EndReason {
     Rejected,
     AuthTimeout,
     Disconnected,
+    /// Ended by the NAS itself: an operator drain.
+    Drained,
 }
 
 /// The session's state; each variant carries what it needs.
@@ -164,8 +166,10 @@ pub enum Event {
     PlanChanged {
         plan_id: u32,
     },
-    /// CoA Disconnect, operator drain or removal.
+    /// CoA Disconnect or removal.
     Disconnect,
+    /// An operator drain: a Disconnect the NAS decided on (RADIUS tells the two apart).
+    Drain,
     /// The dataplanes confirmed the removal.
     Removed,
 }
@@ -395,7 +399,10 @@ pub fn step(state: State, event: Event, now_ns: u64, lease_secs: u32) -> (State,
                 quarantine: false,
             }],
         ),
-        (S::Offered { ip, .. } | S::Discovering { ip, .. }, E::Release | E::Disconnect) => (
+        (
+            S::Offered { ip, .. } | S::Discovering { ip, .. },
+            E::Release | E::Disconnect | E::Drain,
+        ) => (
             S::Expired {
                 reason: EndReason::Released,
             },
@@ -504,6 +511,7 @@ fn bound_step(
         E::Discover { xid } => (s, vec![A::SendOffer { xid, ip: lease.ip }]),
         E::Release => end_bound(lease.ip, now_ns, EndReason::Released),
         E::Disconnect => end_bound(lease.ip, now_ns, EndReason::Disconnected),
+        E::Drain => end_bound(lease.ip, now_ns, EndReason::Drained),
         E::Decline => {
             // The client found the address in use (RFC 2131 §4.4.1): drop it and quarantine.
             let (_, mut actions) = end_bound(lease.ip, now_ns, EndReason::Declined);

@@ -268,6 +268,22 @@ fn plan_changed_by_coa() {
 }
 
 #[test]
+fn a_drain_ends_a_bound_session_with_its_own_reason() {
+    let mut s = bound_at(0, GOLD);
+    assert_eq!(
+        s.at(5, Event::Drain),
+        vec![
+            Action::Remove,
+            Action::AccountingStop {
+                reason: EndReason::Drained
+            },
+            Action::Forget
+        ]
+    );
+    assert_eq!(s.name(), "releasing");
+}
+
+#[test]
 fn rejected_and_timed_out_authorizations_free_the_address() {
     let mut s = Script::new();
     assert_eq!(
