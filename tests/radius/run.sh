@@ -8,7 +8,8 @@
 #
 # FreeRADIUS answers from a users file (MAC → Filter-Id naming the plan, Acct-Interim-Interval)
 # and writes accounting to a detail file, which the checks read. The control's first RADIUS
-# server is a dead port, so every first request proves failover. Prints "ok - ..." or
+# server is a dead port, so every first request proves failover. Midway the control restarts
+# with CHAP instead of PAP; at the end a drain and a clean shutdown end the accounting. Prints "ok - ..." or
 # "not ok - ..." per check; exits non-zero on any failure. Stops what it started by pid.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -77,6 +78,15 @@ cat >"$rdb/mods-config/files/authorize" <<EOF
 "02:00:00:00:0a:02" Cleartext-Password := "02:00:00:00:0a:02"
 	Filter-Id := "silver",
 	Acct-Interim-Interval := 3
+
+"02:00:00:00:0a:05" Cleartext-Password := "02:00:00:00:0a:05"
+	Filter-Id := "gold"
+
+"02:00:00:00:0a:06" Cleartext-Password := "02:00:00:00:0a:06"
+	Filter-Id := "silver"
+
+"02:00:00:00:0a:07" Cleartext-Password := "not-the-mac"
+	Filter-Id := "gold"
 EOF
 cat >"$rdb/radiusd.conf" <<EOF
 prefix = /usr
@@ -126,6 +136,8 @@ modules {
 	pap {
 		normalise = yes
 	}
+	chap {
+	}
 	files {
 		moddir = \${modconfdir}/files
 		filename = \${moddir}/authorize
@@ -152,11 +164,15 @@ server default {
 	}
 	authorize {
 		files
+		chap
 		pap
 	}
 	authenticate {
 		Auth-Type PAP {
 			pap
+		}
+		Auth-Type CHAP {
+			chap
 		}
 	}
 	preacct {
@@ -168,16 +184,20 @@ server default {
 	}
 }
 EOF
+start_freeradius() { # appends to its log; sets rad_pid; true once it is ready
+    local mark
+    mark=$(grep -cs "Ready to process requests" "$tmp/freeradius.log")
+    freeradius -X -d "$rdb" >>"$tmp/freeradius.log" 2>&1 &
+    rad_pid=$!
+    for _ in $(seq 1 50); do
+        (($(grep -cs "Ready to process requests" "$tmp/freeradius.log") > mark)) && return 0
+        kill -0 "$rad_pid" 2>/dev/null || return 1
+        sleep 0.2
+    done
+    return 1
+}
 log "starting freeradius on $rip:$auth_port/$acct_port"
-freeradius -X -d "$rdb" >"$tmp/freeradius.log" 2>&1 &
-rad_pid=$!
-rad_up=0
-for _ in $(seq 1 50); do
-    grep -qs "Ready to process requests" "$tmp/freeradius.log" && { rad_up=1; break; }
-    kill -0 "$rad_pid" 2>/dev/null || break
-    sleep 0.2
-done
-if ((rad_up)); then ok "freeradius runs with the generated configuration"; else
+if start_freeradius; then ok "freeradius runs with the generated configuration"; else
     bad "freeradius runs with the generated configuration" "$(tail -15 "$tmp/freeradius.log")"; exit 1; fi
 
 # ---- topology, dataplane, a server in the core namespace
@@ -224,6 +244,21 @@ check "a bad RADIUS secret file stops the control naming the field" \
 ctl_pid=$!
 if control_wait_connected "$api"; then ok "control connects to the dataplane with RADIUS configured"; else
     bad "control connects to the dataplane with RADIUS configured" "$(tail -5 "$tmp/control.log")"; exit 1; fi
+# Starts the control again with config $1, appending to its log; true once it is connected.
+start_control() {
+    "$ctl_bin" --config "$1" --log info,kbng_control=debug >>"$tmp/control.log" 2>&1 &
+    ctl_pid=$!
+    control_wait_connected "$api"
+}
+# Stops the control with SIGTERM; true when it exits 0 within 30 s.
+stop_control() {
+    local rc
+    kill -TERM "$ctl_pid"
+    for _ in $(seq 1 150); do kill -0 "$ctl_pid" 2>/dev/null || break; sleep 0.2; done
+    wait "$ctl_pid"; rc=$?
+    ctl_pid=
+    ((rc == 0))
+}
 
 apiget() { curl -sf "http://$api$1"; }
 py() { /usr/bin/python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
@@ -235,6 +270,11 @@ audit_clean() {
     echo "$a" | py 'all(not x["diff"]["leaks"] and not x["diff"]["orphans"] and not x["diff"]["mismatched"] for x in d)' | grep -q True
 }
 detail() { /usr/bin/python3 "$here/detail.py" "$tmp/radacct/detail"; }
+# nas_record STATUS: a record of that status names this NAS and no subscriber
+nas_record() {
+    detail | py "any(r.get('Acct-Status-Type') == '$1' and r.get('NAS-Identifier') == 'kbng-e2e' and r.get('NAS-IP-Address') == '127.0.0.1' and not {'User-Name', 'Framed-IP-Address', 'Acct-Input-Octets', 'Calling-Station-Id'} & set(r) for r in d)" | grep -q True
+}
+nas_count() { detail | py "sum(1 for r in d if r.get('Acct-Status-Type') == '$1')"; }
 # detail_has SESSION-ID STATUS PYTHON-CONDITION-ON-r: a record of that session and status exists
 detail_has() {
     detail | py "any(r.get('Acct-Session-Id') == '$1' and r.get('Acct-Status-Type') == '$2' and ($3) for r in d)" | grep -q True
@@ -251,6 +291,14 @@ coa() { # KIND SECRET ATTRS...: radclient's output (-x), one try, 3 s timeout
     printf '%s\n' "$@" | timeout 10 radclient -x -r 1 -t 3 "$rip:$das_port" "$kind" "$s" 2>&1
 }
 mkdir -p "$tmp/etc" && touch "$tmp/etc/resolv.conf"
+dhclient_in() { # NS ARGS...: dhclient in a client namespace, its resolv.conf kept there
+    local n=$1; shift
+    inns "$n" unshare -m sh -c "mount --bind $tmp/etc/resolv.conf /etc/resolv.conf &&
+        timeout 30 dhclient -4 -v -pf $tmp/dhclient-$n.pid -lf $tmp/dhclient-$n.leases $* e0" >>"$tmp/clients.log" 2>&1
+}
+
+check "Accounting-On reached FreeRADIUS at start-up (NAS-Identifier and NAS-IP-Address, no subscriber attributes)" \
+    wait_for 5 nas_record Accounting-On
 
 # ---- admission: two known MACs get their plan from FreeRADIUS, an unknown one is captive
 client c1 02:00:00:00:0a:01
@@ -315,6 +363,45 @@ check "accounting Stop of c1 reached FreeRADIUS with Admin-Reset and nonzero oct
 out=$(coa disconnect "$das_secret" "Acct-Session-Id = \"$asid1\"")
 check "a second Disconnect for c1 is NAKed: the session is gone" grep -q 'Received Disconnect-NAK' <<<"$out"
 
+# ---- final counters: c5 has no interims, so only a Stop read at RELEASE can carry its traffic
+client c5 02:00:00:00:0a:05
+dhclient_in c5 -1
+ip5=$(addr_of c5)
+asid5=$(printf '%016x' "$(session_of "$ip5" id)")
+got5=$(inns c5 curl -s -m 20 -o /dev/null -w '%{size_download}' http://192.0.2.1:8080/big)
+stale_before=$(counter "RADIUS Stop without final counters")
+dhclient_in c5 -r
+stop5_final() {
+    detail_has "$asid5" Stop "r.get('Acct-Terminate-Cause') == 'User-Request' and int(r.get('Acct-Output-Octets', 0)) >= int('${got5:-0}' or 0) > 0 and int(r.get('Acct-Input-Octets', 0)) > 0" &&
+        ! detail_has "$asid5" Interim-Update True &&
+        (($(counter "RADIUS Stop without final counters") == stale_before))
+}
+if wait_for 8 stop5_final; then ok "after RELEASE c5's Stop carries its final octets (>= the ${got5} bytes downloaded, no interim before it) and User-Request"; else
+    bad "c5's Stop carries its final octets" "downloaded=$got5 $(detail | py "[r for r in d if r.get('Acct-Session-Id') == '$asid5']")"; fi
+
+# ---- SIGTERM with live sessions: no Accounting-Off; restart with CHAP: no second Accounting-On
+if stop_control && (($(nas_count Accounting-Off) == 0)) && grep -q 'no RADIUS Accounting-Off: sessions carry on' "$tmp/control.log"; then
+    ok "SIGTERM with live sessions exits 0 without an Accounting-Off (they carry on after a restart)"; else
+    bad "SIGTERM with live sessions: no Accounting-Off" "offs=$(nas_count Accounting-Off) $(tail -3 "$tmp/control.log")"; fi
+sed 's/^    nasIpAddress: 127.0.0.1$/&\n    authMethod: chap/' "$tmp/control.yaml" >"$tmp/chap.yaml"
+ons=$(nas_count Accounting-On)
+if start_control "$tmp/chap.yaml" && sleep 1 && (($(nas_count Accounting-On) == ons)); then
+    ok "restarted with restored sessions and authMethod chap: no second Accounting-On ($ons in all)"; else
+    bad "restart with restored sessions sends no Accounting-On" "ons=$ons now=$(nas_count Accounting-On)"; fi
+client c6 02:00:00:00:0a:06
+client c7 02:00:00:00:0a:07
+inns c6 timeout 30 udhcpc -i e0 -n -q -f -s /etc/udhcpc/default.script >>"$tmp/clients.log" 2>&1
+inns c7 timeout 30 udhcpc -i e0 -n -q -f -s /etc/udhcpc/default.script >>"$tmp/clients.log" 2>&1
+ip6=$(addr_of c6) ip7=$(addr_of c7)
+p6=$(session_of "$ip6" planId)
+if [[ $p6 == 11 ]] && grep -Eq 'CHAP user "02:00:00:00:0a:06" authenticated succ?essfully' "$tmp/freeradius.log" && reach c6; then
+    ok "with CHAP a known MAC is authenticated by FreeRADIUS' chap module and gets its plan (silver=$p6)"; else
+    bad "CHAP authentication of a known MAC" "plan=$p6 $(grep -i chap "$tmp/freeradius.log" | tail -5)"; fi
+c7_captive=$(session_of "$ip7" captive)
+if [[ $c7_captive == True ]] && grep -q 'Login incorrect.*02:00:00:00:0a:07' "$tmp/freeradius.log"; then
+    ok "a CHAP response over the wrong password is rejected by FreeRADIUS (captive)"; else
+    bad "a wrong CHAP password is rejected" "captive=$c7_captive"; fi
+
 # ---- no RADIUS server answering: the unknown-subscriber policy applies, counted apart
 kill "$rad_pid"; wait "$rad_pid" 2>/dev/null; rad_pid=
 client c4 02:00:00:00:0a:04
@@ -328,6 +415,19 @@ else
     bad "servers silent: policy applies" "no lease $(tail -3 "$tmp/clients.log")"
 fi
 check "the control survived the whole run" kill -0 "$ctl_pid"
+
+# ---- drain, then a clean shutdown: Stops with NAS-Request, then Accounting-Off
+if start_freeradius; then
+    id2=$(session_of "$ip2" id)
+    asid2=$(printf '%016x' "$id2")
+    curl -sf -X POST "http://$api/v1/sessions/drain" >/dev/null
+    check "a drain ends c2 with a Stop carrying NAS-Request" \
+        wait_for 8 detail_has "$asid2" Stop "r.get('Acct-Terminate-Cause') == 'NAS-Request'"
+    if stop_control && nas_record Accounting-Off; then ok "a clean shutdown with no session left sends Accounting-Off (NAS-Identifier and NAS-IP-Address, no subscriber attributes)"; else
+        bad "a clean shutdown sends Accounting-Off" "$(tail -3 "$tmp/control.log")"; fi
+else
+    bad "freeradius restarts for the drain" "$(tail -5 "$tmp/freeradius.log")"
+fi
 
 if ((failed)); then
     log "logs kept in $tmp"; KEEP_TMP=1

@@ -4,15 +4,17 @@
 //!
 //! Octets and packets are the dataplane's per-session counters: green and yellow traffic, the
 //! part a plan delivers (red is dropped by every plan the control installs). Upstream is the
-//! NAS's input, downstream its output. A Stop fetches fresh counters, but the dataplane is
-//! removing the session at the same moment, so when the fetch finds it gone the Stop carries
-//! the last counters read (at the last interim): they may lag by up to one interval.
+//! NAS's input, downstream its output. A Stop carries the counters read just before the
+//! dataplane removed the session (`super::finals`); only when that read failed (the dataplane
+//! was unreachable) does it carry the last interim's, counted as such.
 
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
 use kbng_api::v1 as pb;
+use kbng_api::v1::dataplane_client::DataplaneClient;
 use kbng_wire::radius::{attr, value};
+use tonic::transport::Channel;
 
 use super::Req;
 use super::auth::{Subject, nas_attributes};
@@ -38,13 +40,15 @@ pub fn parse_acct_session_id(v: &[u8]) -> Option<SessionId> {
 pub fn terminate_cause(r: EndReason) -> u32 {
     match r {
         EndReason::Released => value::TERMINATE_USER_REQUEST,
-        // The lease ran out without a renewal: the subscriber went away.
-        EndReason::LeaseExpired => value::TERMINATE_LOST_CARRIER,
+        // The lease is the session's time limit, and it ran out without a renewal.
+        EndReason::LeaseExpired => value::TERMINATE_SESSION_TIMEOUT,
         EndReason::Declined => value::TERMINATE_USER_ERROR,
+        // A Disconnect-Request (RFC 5176) or an operator's removal of this one session.
         EndReason::Disconnected => value::TERMINATE_ADMIN_RESET,
-        EndReason::OfferTimeout | EndReason::AuthTimeout | EndReason::Rejected => {
-            value::TERMINATE_NAS_REQUEST
-        }
+        EndReason::Drained
+        | EndReason::OfferTimeout
+        | EndReason::AuthTimeout
+        | EndReason::Rejected => value::TERMINATE_NAS_REQUEST,
     }
 }
 
@@ -178,10 +182,18 @@ pub fn request(cfg: &RadiusConfig, s: &AcctSession, status: Status, now_ns: u64)
 /// Read the counters of `ids` from the dataplane at `addr`. Sessions the dataplane does not
 /// hold (any more) are missing from the answer.
 pub async fn fetch_counters(addr: &str, ids: &[SessionId]) -> HashMap<SessionId, Counts> {
+    match crate::dataplane::connect(addr).await {
+        Ok(mut c) => read_counters(&mut c, ids).await,
+        Err(_) => HashMap::new(),
+    }
+}
+
+/// Read the counters of `ids` over an open connection; missing ids are left out.
+pub async fn read_counters(
+    c: &mut DataplaneClient<Channel>,
+    ids: &[SessionId],
+) -> HashMap<SessionId, Counts> {
     let mut out = HashMap::new();
-    let Ok(mut c) = crate::dataplane::connect(addr).await else {
-        return out;
-    };
     for chunk in ids.chunks(1000) {
         let ask = |ids: Vec<SessionId>| pb::GetCountersRequest {
             session_ids: ids,
@@ -275,6 +287,16 @@ mod tests {
         assert_eq!(u32_of(&p, attr::ACCT_INPUT_PACKETS), Some(20));
         assert_eq!(u32_of(&p, attr::ACCT_TERMINATE_CAUSE), Some(6));
         assert_eq!(p.attr(attr::FRAMED_IP_ADDRESS), Some(&[100, 64, 0, 4][..]));
+    }
+
+    #[test]
+    fn terminate_causes_per_end() {
+        let cause = |r| terminate_cause(r);
+        assert_eq!(cause(EndReason::Released), 1); // User-Request
+        assert_eq!(cause(EndReason::LeaseExpired), 5); // Session-Timeout
+        assert_eq!(cause(EndReason::Disconnected), 6); // Admin-Reset
+        assert_eq!(cause(EndReason::Drained), 10); // NAS-Request
+        assert_eq!(cause(EndReason::Declined), 17); // User-Error
     }
 
     #[test]

@@ -1,9 +1,11 @@
 //! Access-Request for a subscriber (RFC 2865) and what its answer means for the engine.
 //!
 //! MAC authentication as BNGs do it for DHCP subscribers: User-Name is the MAC (or an option 82
-//! field, per `userName`), User-Password the configured password or the User-Name again, hidden
-//! per RFC 2865 §5.2 (PAP: every RADIUS server checks it, where CHAP would need a challenge the
-//! subscriber never answered). The request names the NAS (NAS-Identifier, NAS-IP-Address), the
+//! field, per `userName`); the password is the configured one or the User-Name again, sent as
+//! User-Password hidden per RFC 2865 §5.2 (PAP, the default: every server checks it however it
+//! stores passwords) or, with `authMethod: chap`, as a CHAP-Password answering a challenge the
+//! NAS makes up itself (RFC 2865 §5.3; the subscriber takes no part, so its DHCP is unchanged).
+//! The request names the NAS (NAS-Identifier, NAS-IP-Address), the
 //! line (NAS-Port, NAS-Port-Id, NAS-Port-Type Ethernet), the subscriber (Calling-Station-Id =
 //! MAC) and carries option 82 as the Broadband Forum's Agent-Circuit-Id and Agent-Remote-Id
 //! (RFC 4679), plus a Message-Authenticator (RFC 3579; required by servers since BlastRADIUS).
@@ -12,7 +14,7 @@ use kbng_wire::RadiusAttr;
 use kbng_wire::radius::{attr, code, value, vendor};
 
 use super::Req;
-use super::config::{PlanAttribute, RadiusConfig, UserNameSource};
+use super::config::{AuthMethod, PlanAttribute, RadiusConfig, UserNameSource};
 use crate::core::aaa::AuthOutcome;
 use crate::core::{Line, MacAddr, SessionId};
 
@@ -100,6 +102,7 @@ pub fn access_request(cfg: &RadiusConfig, s: &Subject) -> Req {
         session: s.id,
         user_name: name,
         password: password.into_bytes(),
+        chap: cfg.auth_method == AuthMethod::Chap,
         attrs,
     }
 }
@@ -184,6 +187,7 @@ pub(crate) mod tests {
             user_name: UserNameSource::Mac,
             mac_format: MacFormat::Colon,
             password: None,
+            auth_method: AuthMethod::Pap,
             plan_attribute: PlanAttribute::FilterId,
             accounting: true,
             interim_secs: 0,
@@ -233,6 +237,27 @@ pub(crate) mod tests {
             p.vendor_attr(vendor::DSL_FORUM, vendor::AGENT_REMOTE_ID),
             None
         );
+        assert_eq!(
+            verify_message_authenticator(&bytes, &ra, b"s3cret"),
+            Ok(true)
+        );
+    }
+
+    #[test]
+    fn chap_sends_a_response_to_its_own_challenge_and_no_user_password() {
+        let mut c = cfg();
+        c.auth_method = AuthMethod::Chap;
+        let ra = [3u8; 16];
+        let bytes = access_request(&c, &subject())
+            .build(9, ra, b"s3cret")
+            .unwrap();
+        let p = RadiusPacket::new_checked(&bytes[..]).unwrap();
+        assert_eq!(p.attr(attr::USER_PASSWORD), None);
+        let chap = p.attr(attr::CHAP_PASSWORD).unwrap();
+        let challenge = p.attr(attr::CHAP_CHALLENGE).unwrap();
+        assert_eq!(chap[0], 9);
+        let want = kbng_wire::radius_auth::chap_response(9, b"02:00:00:00:01:01", challenge);
+        assert_eq!(&chap[1..], &want[..]);
         assert_eq!(
             verify_message_authenticator(&bytes, &ra, b"s3cret"),
             Ok(true)

@@ -94,9 +94,12 @@ pub struct RadiusFile {
     pub user_name: UserNameSource,
     #[serde(default)]
     pub mac_format: MacFormat,
-    /// User-Password for MAC authentication; the User-Name itself when unset.
+    /// The password for MAC authentication; the User-Name itself when unset.
     #[serde(default)]
     pub password: Option<String>,
+    /// How the password is sent: `pap` (User-Password) or `chap` (CHAP-Password).
+    #[serde(default)]
+    pub auth_method: AuthMethod,
     /// The reply attribute naming the `SubscriberPlan`.
     #[serde(default)]
     pub plan_attribute: PlanAttributeKind,
@@ -130,6 +133,19 @@ pub enum UserNameSource {
     CircuitId,
     /// Option 82 remote-id, else the MAC.
     RemoteId,
+}
+
+/// How an Access-Request proves the password.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum AuthMethod {
+    /// User-Password, hidden with the shared secret (RFC 2865 §5.2): every server checks it,
+    /// whatever form it stores the password in.
+    #[default]
+    Pap,
+    /// CHAP-Password over a challenge of the NAS's own (RFC 2865 §5.3): the password never
+    /// travels, but the server must hold it in clear text to check the response.
+    Chap,
 }
 
 /// How MACs are written in User-Name and Calling-Station-Id.
@@ -213,6 +229,7 @@ pub struct RadiusConfig {
     pub user_name: UserNameSource,
     pub mac_format: MacFormat,
     pub password: Option<String>,
+    pub auth_method: AuthMethod,
     pub plan_attribute: PlanAttribute,
     pub accounting: bool,
     pub interim_secs: u32,
@@ -362,6 +379,7 @@ impl AaaFile {
             user_name: r.user_name,
             mac_format: r.mac_format,
             password: r.password.clone(),
+            auth_method: r.auth_method,
             plan_attribute,
             accounting,
             interim_secs,
@@ -408,6 +426,7 @@ mod tests {
         assert_eq!(c.servers[0].secret.0, b"testing123");
         assert_eq!(c.servers[0].acct, "127.0.0.1:1813".parse().unwrap());
         assert_eq!(c.plan_attribute, PlanAttribute::FilterId);
+        assert_eq!(c.auth_method, AuthMethod::Pap);
         assert_eq!((c.accounting, c.interim_secs, c.retries), (true, 0, 2));
         assert_eq!(c.das.unwrap().clients.len(), 1);
         assert!(!format!("{:?}", c.servers[0]).contains("testing123"));
@@ -438,6 +457,21 @@ mod tests {
             assert!(errs.iter().any(|e| e.starts_with(w)), "{w} in {errs:#?}");
         }
         assert_eq!(errs.len(), want.len(), "{errs:#?}");
+    }
+
+    #[test]
+    fn chap_is_chosen_by_name_and_a_typo_is_refused() {
+        let p = secret_file("chap-secret");
+        let yaml = |m: &str| {
+            format!(
+                "radius: {{servers: [{{address: '127.0.0.1:1812', secretFile: {}}}], nasIdentifier: x, authMethod: {m}}}",
+                p.display()
+            )
+        };
+        let c = parse(&yaml("chap")).unwrap().unwrap();
+        assert_eq!(c.auth_method, AuthMethod::Chap);
+        let e = parse(&yaml("chapv2")).unwrap_err();
+        assert!(e[0].contains("chapv2"), "{e:?}");
     }
 
     #[test]

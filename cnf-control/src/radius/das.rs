@@ -303,43 +303,12 @@ mod tests {
     fn bound_engine() -> (Engine, SessionId, Ipv4Addr, MacAddr) {
         use crate::core::aaa::AuthOutcome;
         use crate::core::dhcp::tests::client_frame;
-        use crate::core::engine::{EngineConfig, UnknownPolicy};
-        use crate::core::licence::{Cap, CapSource};
-        use crate::core::pacing::PacingConfig;
-        use crate::core::pool::PoolConfig;
+        use crate::core::engine::UnknownPolicy;
+        use crate::core::test_support::{cap, engine_config};
         use kbng_wire::{DhcpMessageType, DhcpOp, DhcpRepr};
-        let cfg = EngineConfig {
-            pools: vec![PoolConfig {
-                name: "p".into(),
-                network: Ipv4Addr::new(100, 64, 0, 0),
-                prefix_len: 24,
-                gateway: Ipv4Addr::new(100, 64, 0, 1),
-                lease_secs: 600,
-                dns: vec![],
-                exclusions: vec![],
-            }],
-            plans: [("gold".to_string(), 10), ("silver".to_string(), 11)].into(),
-            default_plan: 10,
-            captive_plan: 1,
-            unknown: UnknownPolicy::Captive,
-            option82_identity: false,
-            external_auth: true,
-            pacing: PacingConfig {
-                rate_per_sec: 100,
-                burst: 10,
-                queue: 10,
-            },
-            max_sessions_per_line: 4,
-            quarantine_secs: 60,
-            reoffer_interval_ns: 1,
-        };
-        let cap = Cap {
-            max_sessions: 10,
-            source: CapSource::FreeBaseline {
-                reason: "test".into(),
-            },
-        };
-        let mut e = Engine::new(cfg, cap, 0).unwrap();
+        let mut cfg = engine_config(UnknownPolicy::Captive);
+        cfg.external_auth = true;
+        let mut e = Engine::new(cfg, cap(10), 0).unwrap();
         let mac = kbng_wire::MacAddr([2, 0, 0, 0, 1, 1]);
         let d = DhcpRepr::new(DhcpOp::BootRequest, DhcpMessageType::Discover, 1, mac);
         let out = e.handle_dhcp(0, 0, &client_frame(&d, None), 0);

@@ -18,20 +18,22 @@ pub mod auth;
 pub mod client;
 pub mod config;
 pub mod das;
+pub mod finals;
+pub mod nas;
+mod task;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kbng_wire::radius::code;
-use kbng_wire::{RadiusBuilder, RadiusPacket, WireError};
+use kbng_wire::{RadiusBuilder, WireError};
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
 
-use self::accounting::{AcctSession, Counts, Status};
+use self::accounting::{AcctSession, Counts};
 use self::auth::Subject;
-use self::client::{Client, Done, Port, Request, Rng};
+use self::client::{Client, Port, Request, Rng};
 use self::config::RadiusConfig;
 use self::das::{DasAnswer, DasRequest};
 use crate::core::SessionId;
@@ -46,10 +48,17 @@ pub enum Req {
         session: SessionId,
         user_name: String,
         password: Vec<u8>,
+        /// CHAP-Password instead of User-Password.
+        chap: bool,
         attrs: Vec<(u8, Vec<u8>)>,
     },
     Acct {
         session: SessionId,
+        attrs: Vec<(u8, Vec<u8>)>,
+    },
+    /// Accounting-On or -Off (`nas.rs`).
+    Nas {
+        off: bool,
         attrs: Vec<(u8, Vec<u8>)>,
     },
 }
@@ -58,7 +67,7 @@ impl Request for Req {
     fn port(&self) -> Port {
         match self {
             Req::Auth { .. } => Port::Auth,
-            Req::Acct { .. } => Port::Acct,
+            Req::Acct { .. } | Req::Nas { .. } => Port::Acct,
         }
     }
 
@@ -67,19 +76,24 @@ impl Request for Req {
             Req::Auth {
                 user_name,
                 password,
+                chap,
                 attrs,
                 ..
             } => {
                 let mut b = RadiusBuilder::access_request(identifier, ra);
                 b.user_name(user_name)?;
-                b.user_password(password, secret)?;
+                if *chap {
+                    b.chap_password(password)?;
+                } else {
+                    b.user_password(password, secret)?;
+                }
                 for (k, v) in attrs {
                     b.attr(*k, v)?;
                 }
                 b.message_authenticator()?;
                 b.finish(secret)
             }
-            Req::Acct { attrs, .. } => {
+            Req::Acct { attrs, .. } | Req::Nas { attrs, .. } => {
                 let mut b = RadiusBuilder::accounting_request(identifier);
                 for (k, v) in attrs {
                     b.attr(*k, v)?;
@@ -95,7 +109,20 @@ impl Request for Req {
 pub enum RadiusCmd {
     Authorize(Subject),
     Start(AcctSession),
-    Stop { id: SessionId, reason: EndReason },
+    Stop {
+        id: SessionId,
+        reason: EndReason,
+    },
+    /// Counters read just before the dataplane removed `asked` (`finals.rs`); an id asked but
+    /// missing from `counts` could not be read.
+    Finals {
+        asked: Vec<SessionId>,
+        counts: HashMap<SessionId, Counts>,
+    },
+    /// Clean shutdown: Accounting-Off if no session carries on (`nas.rs`).
+    Off {
+        reply: oneshot::Sender<nas::OffOutcome>,
+    },
 }
 
 /// From the RADIUS side to the engine task.
@@ -222,10 +249,15 @@ impl Link {
                 kind: AcctKind::Stop,
                 reason,
                 ..
-            } => Some(RadiusCmd::Stop {
-                id: *id,
-                reason: reason.unwrap_or(EndReason::Released),
-            }),
+            } => {
+                // Marked before the removal reaches the dataplane task, so the dataplane
+                // adapter reads the final counters ahead of it.
+                finals::expect(*id);
+                Some(RadiusCmd::Stop {
+                    id: *id,
+                    reason: reason.unwrap_or(EndReason::Released),
+                })
+            }
             _ => return false,
         };
         if let Some(c) = cmd {
@@ -299,292 +331,21 @@ pub async fn start(
         }
     });
     let client = Client::new(cfg.servers.clone(), cfg.timeout, cfg.retries, Rng::open()?);
-    let now = Instant::now();
-    let mut due = BTreeSet::new();
-    let mut sessions = HashMap::new();
-    for s in restored {
-        due.extend(next_interim(s.interim_secs, now).map(|t| (t, s.subject.id)));
-        sessions.insert(s.subject.id, s);
+    if cfg.accounting {
+        finals::register(cmd_tx.clone());
     }
-    let (fetched_tx, fetched_rx) = mpsc::channel(1024);
-    let task = Task {
-        cfg: Arc::clone(&cfg),
+    let task = task::Task::new(
+        Arc::clone(&cfg),
         client,
         socket,
-        sessions,
-        due,
-        accept_interim: HashMap::new(),
-        events: ev_tx,
+        ev_tx,
         dataplanes,
-        fetched_tx,
-        tally: Tally::default(),
-    };
-    tokio::spawn(task.run(cmd_rx, dg_rx, fetched_rx));
+        restored,
+    );
+    tokio::spawn(task.run(cmd_rx, dg_rx));
     Ok(Link {
         tx: cmd_tx,
         rx: ev_rx,
         cfg,
     })
-}
-
-fn next_interim(secs: u32, now: Instant) -> Option<Instant> {
-    (secs > 0).then(|| now + Duration::from_secs(u64::from(secs)))
-}
-
-/// Counters read for an accounting request that waits for them.
-#[derive(Debug)]
-enum Fetched {
-    Interim {
-        ids: Vec<SessionId>,
-        counts: HashMap<SessionId, Counts>,
-    },
-    Stop {
-        s: AcctSession,
-        reason: EndReason,
-        counts: Option<Counts>,
-    },
-}
-
-/// Accept-supplied interims waiting for their session's Start; bounded (an accepted session
-/// may never bind).
-const ACCEPT_INTERIM_MAX: usize = 1 << 16;
-
-struct Task {
-    cfg: Arc<RadiusConfig>,
-    client: Client<Req>,
-    socket: Arc<UdpSocket>,
-    sessions: HashMap<SessionId, AcctSession>,
-    /// When each session's next Interim-Update is due. An entry whose session stopped is
-    /// skipped when it comes up (ids are never reused), so a Stop need not search here.
-    due: BTreeSet<(Instant, SessionId)>,
-    accept_interim: HashMap<SessionId, u32>,
-    events: mpsc::Sender<RadiusEvent>,
-    dataplanes: Vec<String>,
-    fetched_tx: mpsc::Sender<Fetched>,
-    tally: Tally,
-}
-
-impl Task {
-    async fn run(
-        mut self,
-        mut cmds: mpsc::UnboundedReceiver<RadiusCmd>,
-        mut datagrams: mpsc::Receiver<(SocketAddr, Vec<u8>)>,
-        mut fetched: mpsc::Receiver<Fetched>,
-    ) {
-        let mut tick = tokio::time::interval(Duration::from_millis(50));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-        loop {
-            let mut done = Vec::new();
-            tokio::select! {
-                c = cmds.recv() => {
-                    let Some(c) = c else { return };
-                    done.extend(self.command(c));
-                }
-                d = datagrams.recv() => {
-                    let Some((from, bytes)) = d else { return };
-                    done.extend(self.client.on_datagram(from, &bytes));
-                }
-                f = fetched.recv() => {
-                    if let Some(f) = f {
-                        done.extend(self.fetched(f));
-                    }
-                }
-                _ = tick.tick() => {
-                    done.extend(self.client.on_tick(Instant::now()));
-                    self.interims();
-                }
-            }
-            for (dest, bytes) in self.client.take_outgoing() {
-                if self.socket.send_to(&bytes, dest).await.is_err() {
-                    self.tally.add("RADIUS send errors");
-                }
-            }
-            for d in done {
-                if !self.done(d).await {
-                    return;
-                }
-            }
-            for (k, n) in self.client.take_counters() {
-                self.tally.add_n(k, n);
-            }
-            if let Some(c) = self.tally.due()
-                && self.events.send(RadiusEvent::Counts(c)).await.is_err()
-            {
-                return;
-            }
-        }
-    }
-
-    fn send(&mut self, r: Req) -> Option<Done<Req>> {
-        self.client.send(r, Instant::now())
-    }
-
-    fn command(&mut self, c: RadiusCmd) -> Option<Done<Req>> {
-        match c {
-            RadiusCmd::Authorize(s) => {
-                self.tally.add("RADIUS Access-Requests");
-                let r = auth::access_request(&self.cfg, &s);
-                self.send(r)
-            }
-            RadiusCmd::Start(mut s) => {
-                if let Some(i) = self.accept_interim.remove(&s.subject.id) {
-                    s.interim_secs = i;
-                }
-                let r = accounting::request(&self.cfg, &s, Status::Start, crate::service::now_ns());
-                let id = s.subject.id;
-                let next = next_interim(s.interim_secs, Instant::now());
-                self.due.extend(next.map(|t| (t, id)));
-                self.sessions.insert(id, s);
-                self.tally.add("RADIUS Accounting Start");
-                self.send(r)
-            }
-            RadiusCmd::Stop { id, reason } => {
-                let Some(s) = self.sessions.remove(&id) else {
-                    self.tally.add("RADIUS Accounting Stop for no Start");
-                    return None;
-                };
-                let addr = self
-                    .dataplanes
-                    .get(s.subject.line.dataplane as usize)
-                    .cloned();
-                let tx = self.fetched_tx.clone();
-                tokio::spawn(async move {
-                    let counts = match addr {
-                        Some(a) => accounting::fetch_counters(&a, &[id]).await.remove(&id),
-                        None => None,
-                    };
-                    let _ = tx.send(Fetched::Stop { s, reason, counts }).await;
-                });
-                None
-            }
-        }
-    }
-
-    /// Start reading counters for the sessions whose interim is due.
-    fn interims(&mut self) {
-        let now = Instant::now();
-        let mut by_dp: HashMap<u32, Vec<SessionId>> = HashMap::new();
-        while let Some(&(t, id)) = self.due.first() {
-            if t > now {
-                break;
-            }
-            self.due.pop_first();
-            let Some(s) = self.sessions.get(&id) else {
-                continue;
-            };
-            self.due
-                .extend(next_interim(s.interim_secs, now).map(|t| (t, id)));
-            by_dp.entry(s.subject.line.dataplane).or_default().push(id);
-        }
-        for (dp, ids) in by_dp {
-            let addr = self.dataplanes.get(dp as usize).cloned();
-            let tx = self.fetched_tx.clone();
-            tokio::spawn(async move {
-                let counts = match addr {
-                    Some(a) => accounting::fetch_counters(&a, &ids).await,
-                    None => HashMap::new(),
-                };
-                let _ = tx.send(Fetched::Interim { ids, counts }).await;
-            });
-        }
-    }
-
-    fn fetched(&mut self, f: Fetched) -> Vec<Done<Req>> {
-        let now_ns = crate::service::now_ns();
-        let mut done = Vec::new();
-        match f {
-            Fetched::Interim { ids, counts } => {
-                for id in ids {
-                    let Some(s) = self.sessions.get_mut(&id) else {
-                        continue; // Stopped meanwhile.
-                    };
-                    match counts.get(&id) {
-                        Some(c) => s.last = *c,
-                        None => self.tally.add("RADIUS interim without fresh counters"),
-                    }
-                    let r = accounting::request(&self.cfg, s, Status::Interim, now_ns);
-                    self.tally.add("RADIUS Accounting Interim-Update");
-                    done.extend(self.send(r));
-                }
-            }
-            Fetched::Stop {
-                mut s,
-                reason,
-                counts,
-            } => {
-                match counts {
-                    Some(c) => s.last = c,
-                    None => self
-                        .tally
-                        .add("RADIUS Stop with the last interim's counters"),
-                }
-                let r = accounting::request(&self.cfg, &s, Status::Stop(reason), now_ns);
-                self.tally.add("RADIUS Accounting Stop");
-                done.extend(self.send(r));
-            }
-        }
-        done
-    }
-
-    /// A request finished; false when the engine is gone.
-    async fn done(&mut self, d: Done<Req>) -> bool {
-        let (id, outcome) = match d {
-            Done::Answered {
-                req: Req::Auth { session, .. },
-                code: c,
-                packet,
-            } => {
-                let attrs: Vec<(u8, Vec<u8>)> = RadiusPacket::new_checked(&packet[..])
-                    .map(|p| {
-                        p.attributes()
-                            .map_while(Result::ok)
-                            .map(|a| (a.kind, a.value.to_vec()))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                let (outcome, interim) = auth::outcome(&self.cfg, c, &attrs);
-                self.tally.add(match c {
-                    code::ACCESS_ACCEPT => "RADIUS Access-Accept",
-                    code::ACCESS_REJECT => "RADIUS Access-Reject",
-                    _ => "RADIUS Access-Challenge refused",
-                });
-                if let Some(i) = interim {
-                    if self.accept_interim.len() >= ACCEPT_INTERIM_MAX {
-                        self.accept_interim.clear();
-                    }
-                    self.accept_interim.insert(session, i);
-                }
-                (session, outcome)
-            }
-            Done::GaveUp {
-                req: Req::Auth { session, .. },
-            } => {
-                tracing::warn!(session, "no RADIUS server answered the Access-Request");
-                (session, AuthOutcome::Unreachable)
-            }
-            Done::Answered {
-                req: Req::Acct { .. },
-                code: c,
-                ..
-            } => {
-                self.tally.add(if c == code::ACCOUNTING_RESPONSE {
-                    "RADIUS Accounting-Response"
-                } else {
-                    "RADIUS unexpected accounting answer"
-                });
-                return true;
-            }
-            Done::GaveUp {
-                req: Req::Acct { session, .. },
-            } => {
-                tracing::warn!(session, "no RADIUS server answered an Accounting-Request");
-                self.tally.add("RADIUS accounting requests lost");
-                return true;
-            }
-        };
-        self.events
-            .send(RadiusEvent::Auth { id, outcome })
-            .await
-            .is_ok()
-    }
 }

@@ -1,0 +1,464 @@
+//! The RADIUS task: owns the client transport and the accounting state of every session from
+//! Start to Stop; turns engine commands into requests and verified answers into engine events.
+//!
+//! Ordering it keeps: while an Accounting-On is outstanding, accounting requests wait for it
+//! (a server that handled a Start before the On would close the new session); a Stop waits
+//! (bounded) for the counters read just before its session's removal (`finals.rs`); an
+//! Accounting-Off waits for the Stops still pending, so it is the last thing a server hears.
+
+use std::collections::{BTreeSet, HashMap};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kbng_wire::RadiusPacket;
+use kbng_wire::radius::code;
+use tokio::net::UdpSocket;
+use tokio::sync::{mpsc, oneshot};
+
+use super::accounting::{self, AcctSession, Counts, Status};
+use super::client::{Client, Done};
+use super::config::RadiusConfig;
+use super::nas::{self, OffOutcome};
+use super::{RadiusCmd, RadiusEvent, Req, Tally, auth, finals};
+use crate::core::SessionId;
+use crate::core::aaa::AuthOutcome;
+use crate::core::session::EndReason;
+
+/// How long a Stop waits for its final counters before it goes with the last interim's. The
+/// dataplane adapter reads them ahead of a removal it sends within milliseconds; only a
+/// dataplane that is down (removal confirmed without an RPC) or a long programming queue
+/// takes longer.
+const FINALS_WAIT: Duration = Duration::from_secs(5);
+
+/// Accept-supplied interims waiting for their session's Start; bounded (an accepted session
+/// may never bind).
+const ACCEPT_INTERIM_MAX: usize = 1 << 16;
+
+/// Accounting requests held while the Accounting-On is outstanding; beyond this they go out
+/// unheld rather than pile up.
+const HELD_MAX: usize = 1 << 16;
+
+fn next_interim(secs: u32, now: Instant) -> Option<Instant> {
+    (secs > 0).then(|| now + Duration::from_secs(u64::from(secs)))
+}
+
+/// Counters read for the sessions whose interim is due.
+#[derive(Debug)]
+struct Fetched {
+    ids: Vec<SessionId>,
+    counts: HashMap<SessionId, Counts>,
+}
+
+/// A session whose Stop waits for its final counters.
+#[derive(Debug)]
+struct Stopping {
+    s: AcctSession,
+    reason: EndReason,
+    deadline: Instant,
+}
+
+/// The Accounting-Off asked for at shutdown.
+#[derive(Debug)]
+struct Off {
+    reply: oneshot::Sender<OffOutcome>,
+    sent: bool,
+}
+
+pub(super) struct Task {
+    cfg: Arc<RadiusConfig>,
+    client: Client<Req>,
+    socket: Arc<UdpSocket>,
+    sessions: HashMap<SessionId, AcctSession>,
+    /// When each session's next Interim-Update is due. An entry whose session stopped is
+    /// skipped when it comes up (ids are never reused), so a Stop need not search here.
+    due: BTreeSet<(Instant, SessionId)>,
+    accept_interim: HashMap<SessionId, u32>,
+    stopping: HashMap<SessionId, Stopping>,
+    /// Accounting-On sent and not yet answered or given up on.
+    on_pending: bool,
+    held: Vec<Req>,
+    off: Option<Off>,
+    /// Requests that finished while another was being handled; handled next round.
+    backlog: Vec<Done<Req>>,
+    events: mpsc::Sender<RadiusEvent>,
+    dataplanes: Vec<String>,
+    tally: Tally,
+}
+
+impl Task {
+    pub(super) fn new(
+        cfg: Arc<RadiusConfig>,
+        client: Client<Req>,
+        socket: Arc<UdpSocket>,
+        events: mpsc::Sender<RadiusEvent>,
+        dataplanes: Vec<String>,
+        restored: Vec<AcctSession>,
+    ) -> Task {
+        let now = Instant::now();
+        let mut due = BTreeSet::new();
+        let mut sessions = HashMap::new();
+        for s in restored {
+            due.extend(next_interim(s.interim_secs, now).map(|t| (t, s.subject.id)));
+            sessions.insert(s.subject.id, s);
+        }
+        Task {
+            cfg,
+            client,
+            socket,
+            sessions,
+            due,
+            accept_interim: HashMap::new(),
+            stopping: HashMap::new(),
+            on_pending: false,
+            held: Vec::new(),
+            off: None,
+            backlog: Vec::new(),
+            events,
+            dataplanes,
+            tally: Tally::default(),
+        }
+    }
+
+    pub(super) async fn run(
+        mut self,
+        mut cmds: mpsc::UnboundedReceiver<RadiusCmd>,
+        mut datagrams: mpsc::Receiver<(SocketAddr, Vec<u8>)>,
+    ) {
+        let (fetched_tx, mut fetched) = mpsc::channel(1024);
+        let mut tick = tokio::time::interval(Duration::from_millis(50));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut done = self.accounting_on();
+        loop {
+            tokio::select! {
+                c = cmds.recv() => {
+                    let Some(c) = c else { return };
+                    done.extend(self.command(c));
+                }
+                d = datagrams.recv() => {
+                    let Some((from, bytes)) = d else { return };
+                    done.extend(self.client.on_datagram(from, &bytes));
+                }
+                f = fetched.recv() => {
+                    if let Some(f) = f {
+                        done.extend(self.fetched(f));
+                    }
+                }
+                _ = tick.tick() => {
+                    let now = Instant::now();
+                    done.extend(self.client.on_tick(now));
+                    self.interims(&fetched_tx);
+                    done.extend(self.overdue_stops(now));
+                }
+            }
+            done.extend(self.try_off());
+            done.append(&mut self.backlog);
+            for (dest, bytes) in self.client.take_outgoing() {
+                if self.socket.send_to(&bytes, dest).await.is_err() {
+                    self.tally.add("RADIUS send errors");
+                }
+            }
+            for d in std::mem::take(&mut done) {
+                if !self.done(d).await {
+                    return;
+                }
+            }
+            // Answers can release held requests: send them in this round.
+            for (dest, bytes) in self.client.take_outgoing() {
+                if self.socket.send_to(&bytes, dest).await.is_err() {
+                    self.tally.add("RADIUS send errors");
+                }
+            }
+            for (k, n) in self.client.take_counters() {
+                self.tally.add_n(k, n);
+            }
+            if let Some(c) = self.tally.due()
+                && self.events.send(RadiusEvent::Counts(c)).await.is_err()
+            {
+                return;
+            }
+        }
+    }
+
+    /// Accounting-On at start-up, unless accounting is off or restored sessions carry on.
+    fn accounting_on(&mut self) -> Vec<Done<Req>> {
+        if !self.cfg.accounting {
+            return vec![];
+        }
+        if !self.sessions.is_empty() {
+            tracing::info!(
+                sessions = self.sessions.len(),
+                "no RADIUS Accounting-On: restored sessions carry on"
+            );
+            self.tally
+                .add("RADIUS Accounting-On not sent: sessions restored");
+            return vec![];
+        }
+        self.on_pending = true;
+        self.tally.add("RADIUS Accounting-On");
+        let r = nas::request(&self.cfg, false, crate::service::now_ns());
+        self.client.send(r, Instant::now()).into_iter().collect()
+    }
+
+    /// Send `r`, or hold it while the Accounting-On is outstanding.
+    fn send(&mut self, r: Req) -> Option<Done<Req>> {
+        if self.on_pending && matches!(r, Req::Acct { .. }) && self.held.len() < HELD_MAX {
+            self.held.push(r);
+            return None;
+        }
+        self.client.send(r, Instant::now())
+    }
+
+    fn command(&mut self, c: RadiusCmd) -> Vec<Done<Req>> {
+        match c {
+            RadiusCmd::Authorize(s) => {
+                self.tally.add("RADIUS Access-Requests");
+                let r = auth::access_request(&self.cfg, &s);
+                self.send(r).into_iter().collect()
+            }
+            RadiusCmd::Start(mut s) => {
+                if let Some(i) = self.accept_interim.remove(&s.subject.id) {
+                    s.interim_secs = i;
+                }
+                let r = accounting::request(&self.cfg, &s, Status::Start, crate::service::now_ns());
+                let id = s.subject.id;
+                let next = next_interim(s.interim_secs, Instant::now());
+                self.due.extend(next.map(|t| (t, id)));
+                self.sessions.insert(id, s);
+                self.tally.add("RADIUS Accounting Start");
+                self.send(r).into_iter().collect()
+            }
+            RadiusCmd::Stop { id, reason } => {
+                let Some(s) = self.sessions.remove(&id) else {
+                    finals::forget(id);
+                    self.tally.add("RADIUS Accounting Stop for no Start");
+                    return vec![];
+                };
+                let deadline = Instant::now() + FINALS_WAIT;
+                self.stopping.insert(
+                    id,
+                    Stopping {
+                        s,
+                        reason,
+                        deadline,
+                    },
+                );
+                vec![]
+            }
+            RadiusCmd::Finals { asked, counts } => {
+                let mut done = Vec::new();
+                for id in asked {
+                    if let Some(st) = self.stopping.remove(&id) {
+                        done.extend(self.stop(st, counts.get(&id).copied()));
+                    }
+                }
+                done
+            }
+            RadiusCmd::Off { reply } => {
+                let outcome = if !self.cfg.accounting {
+                    Some(OffOutcome::Disabled)
+                } else if !self.sessions.is_empty() {
+                    Some(OffOutcome::SessionsRemain(self.sessions.len()))
+                } else {
+                    None
+                };
+                match outcome {
+                    Some(o) => {
+                        let _ = reply.send(o);
+                    }
+                    None => self.off = Some(Off { reply, sent: false }),
+                }
+                vec![]
+            }
+        }
+    }
+
+    /// The Stop of `st`, with its final counters when they were read.
+    fn stop(&mut self, mut st: Stopping, counts: Option<Counts>) -> Option<Done<Req>> {
+        match counts {
+            Some(c) => st.s.last = c,
+            None => self.tally.add("RADIUS Stop without final counters"),
+        }
+        let now_ns = crate::service::now_ns();
+        let r = accounting::request(&self.cfg, &st.s, Status::Stop(st.reason), now_ns);
+        self.tally.add("RADIUS Accounting Stop");
+        self.send(r)
+    }
+
+    /// Stops whose final counters never came go with the last ones read.
+    fn overdue_stops(&mut self, now: Instant) -> Vec<Done<Req>> {
+        let late: Vec<SessionId> = self
+            .stopping
+            .iter()
+            .filter(|(_, st)| st.deadline <= now)
+            .map(|(id, _)| *id)
+            .collect();
+        let mut done = Vec::new();
+        for id in late {
+            finals::forget(id);
+            if let Some(st) = self.stopping.remove(&id) {
+                done.extend(self.stop(st, None));
+            }
+        }
+        done
+    }
+
+    /// The Accounting-Off, once no Stop is still waiting for its counters.
+    fn try_off(&mut self) -> Option<Done<Req>> {
+        let off = self.off.as_mut()?;
+        if off.sent || !self.stopping.is_empty() {
+            return None;
+        }
+        off.sent = true;
+        self.tally.add("RADIUS Accounting-Off");
+        let r = nas::request(&self.cfg, true, crate::service::now_ns());
+        self.client.send(r, Instant::now())
+    }
+
+    /// Start reading counters for the sessions whose interim is due.
+    fn interims(&mut self, fetched_tx: &mpsc::Sender<Fetched>) {
+        let now = Instant::now();
+        let mut by_dp: HashMap<u32, Vec<SessionId>> = HashMap::new();
+        while let Some(&(t, id)) = self.due.first() {
+            if t > now {
+                break;
+            }
+            self.due.pop_first();
+            let Some(s) = self.sessions.get(&id) else {
+                continue;
+            };
+            self.due
+                .extend(next_interim(s.interim_secs, now).map(|t| (t, id)));
+            by_dp.entry(s.subject.line.dataplane).or_default().push(id);
+        }
+        for (dp, ids) in by_dp {
+            let addr = self.dataplanes.get(dp as usize).cloned();
+            let tx = fetched_tx.clone();
+            tokio::spawn(async move {
+                let counts = match addr {
+                    Some(a) => accounting::fetch_counters(&a, &ids).await,
+                    None => HashMap::new(),
+                };
+                let _ = tx.send(Fetched { ids, counts }).await;
+            });
+        }
+    }
+
+    fn fetched(&mut self, f: Fetched) -> Vec<Done<Req>> {
+        let now_ns = crate::service::now_ns();
+        let mut done = Vec::new();
+        for id in f.ids {
+            let Some(s) = self.sessions.get_mut(&id) else {
+                continue; // Stopped meanwhile.
+            };
+            match f.counts.get(&id) {
+                Some(c) => s.last = *c,
+                None => self.tally.add("RADIUS interim without fresh counters"),
+            }
+            let r = accounting::request(&self.cfg, s, Status::Interim, now_ns);
+            self.tally.add("RADIUS Accounting Interim-Update");
+            done.extend(self.send(r));
+        }
+        done
+    }
+
+    /// The Accounting-On or -Off finished: release what waited for it.
+    fn nas_finished(&mut self, off: bool, answered: bool) {
+        if off {
+            if let Some(o) = self.off.take() {
+                let _ = o.reply.send(OffOutcome::Sent { answered });
+            }
+            return;
+        }
+        self.on_pending = false;
+        self.tally.add(if answered {
+            "RADIUS Accounting-On answered"
+        } else {
+            "RADIUS Accounting-On lost"
+        });
+        let now = Instant::now();
+        for r in std::mem::take(&mut self.held) {
+            // Sent with this round's outgoing; what finishes at once is handled next round.
+            if let Some(d) = self.client.send(r, now) {
+                self.backlog.push(d);
+            }
+        }
+    }
+
+    /// A request finished; false when the engine is gone.
+    async fn done(&mut self, d: Done<Req>) -> bool {
+        let (id, outcome) = match d {
+            Done::Answered {
+                req: Req::Auth { session, .. },
+                code: c,
+                packet,
+            } => {
+                let attrs: Vec<(u8, Vec<u8>)> = RadiusPacket::new_checked(&packet[..])
+                    .map(|p| {
+                        p.attributes()
+                            .map_while(Result::ok)
+                            .map(|a| (a.kind, a.value.to_vec()))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let (outcome, interim) = auth::outcome(&self.cfg, c, &attrs);
+                self.tally.add(match c {
+                    code::ACCESS_ACCEPT => "RADIUS Access-Accept",
+                    code::ACCESS_REJECT => "RADIUS Access-Reject",
+                    _ => "RADIUS Access-Challenge refused",
+                });
+                if let Some(i) = interim {
+                    if self.accept_interim.len() >= ACCEPT_INTERIM_MAX {
+                        self.accept_interim.clear();
+                    }
+                    self.accept_interim.insert(session, i);
+                }
+                (session, outcome)
+            }
+            Done::GaveUp {
+                req: Req::Auth { session, .. },
+            } => {
+                tracing::warn!(session, "no RADIUS server answered the Access-Request");
+                (session, AuthOutcome::Unreachable)
+            }
+            Done::Answered {
+                req: Req::Nas { off, .. },
+                code: c,
+                ..
+            } => {
+                self.nas_finished(off, c == code::ACCOUNTING_RESPONSE);
+                return true;
+            }
+            Done::GaveUp {
+                req: Req::Nas { off, .. },
+            } => {
+                tracing::warn!(off, "no RADIUS server answered the Accounting-On/Off");
+                self.nas_finished(off, false);
+                return true;
+            }
+            Done::Answered {
+                req: Req::Acct { .. },
+                code: c,
+                ..
+            } => {
+                self.tally.add(if c == code::ACCOUNTING_RESPONSE {
+                    "RADIUS Accounting-Response"
+                } else {
+                    "RADIUS unexpected accounting answer"
+                });
+                return true;
+            }
+            Done::GaveUp {
+                req: Req::Acct { session, .. },
+            } => {
+                tracing::warn!(session, "no RADIUS server answered an Accounting-Request");
+                self.tally.add("RADIUS accounting requests lost");
+                return true;
+            }
+        };
+        self.events
+            .send(RadiusEvent::Auth { id, outcome })
+            .await
+            .is_ok()
+    }
+}
