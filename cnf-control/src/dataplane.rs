@@ -295,6 +295,8 @@ async fn program(
                         _ => None,
                     })
                     .collect();
+                // Accounting Stops carry the counters as they were just before the removal.
+                crate::radius::finals::before_removal(c, &ids).await;
                 let t = std::time::Instant::now();
                 let r = c
                     .remove_sessions(pb::RemoveSessionsRequest {
