@@ -169,6 +169,7 @@ async fn main() -> anyhow::Result<()> {
         }
         None => None,
     };
+    let radius_tx = radius.as_ref().map(|l| l.tx.clone());
     let task = EngineTask {
         radius,
         engine,
@@ -213,5 +214,8 @@ async fn main() -> anyhow::Result<()> {
         r = api => anyhow::bail!("API ended: {r:?}"),
     }
     tracing::info!("stopping");
+    if let Some(tx) = radius_tx {
+        kbng_control::radius::nas::shutdown(&tx).await;
+    }
     Ok(())
 }
