@@ -25,6 +25,12 @@ pub struct Args {
     /// Uplink port, as `--access`.
     #[arg(long)]
     pub uplink: String,
+    /// The NUMA node this dataplane must run on (the operator passes the BNG's
+    /// `spec.dataplane.numaNode`): every worker core and both ports must sit on it, or the
+    /// dataplane refuses to start. Devices whose node is unknown (vdevs, single-node machines)
+    /// match any node. `-1`: no check. `--check-config` checks it from sysfs.
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+    pub numa_node: i32,
     /// Validate the flags (and resolve `auto:` cores and `env:` devices), print the result
     /// and exit 0, without starting EAL or any server.
     #[arg(long)]
@@ -135,6 +141,8 @@ pub struct Config {
     pub uplink: Option<crate::neighbour::UplinkAddressing>,
     /// Outer TPID.
     pub outer_tpid: u16,
+    /// `--numa-node`, when a node is required.
+    pub numa_node: Option<u32>,
 }
 
 fn parse_cores(s: &str) -> Result<Vec<u32>, String> {
@@ -350,6 +358,13 @@ impl Config {
         if args.sessions == 0 || args.sessions > 16_000_000 {
             errors.push(format!("--sessions: {} not in 1..=16000000", args.sessions));
         }
+        let numa_node = u32::try_from(args.numa_node).ok();
+        if args.numa_node < -1 {
+            errors.push(format!(
+                "--numa-node: {} is neither -1 (no check) nor a node number",
+                args.numa_node
+            ));
+        }
         if args.plans < 2 {
             errors.push("--plans: at least 2".into());
         }
@@ -395,6 +410,7 @@ impl Config {
             next_hop_mac,
             uplink,
             outer_tpid,
+            numa_node,
             args,
         })
     }
@@ -478,6 +494,20 @@ mod tests {
     fn unknown_flag_is_named() {
         let e = args(&["--sesions", "5"]).unwrap_err();
         assert!(e.to_string().contains("--sesions"), "{e}");
+    }
+
+    #[test]
+    fn numa_node_is_optional_and_checked() {
+        let c = Config::from_args(args(&[]).unwrap()).unwrap();
+        assert_eq!(c.numa_node, None);
+        let c = Config::from_args(args(&["--numa-node", "1"]).unwrap()).unwrap();
+        assert_eq!(c.numa_node, Some(1));
+        let c = Config::from_args(args(&["--numa-node", "-1"]).unwrap()).unwrap();
+        assert_eq!(c.numa_node, None);
+        let e = Config::from_args(args(&["--numa-node", "-2"]).unwrap()).unwrap_err();
+        assert_eq!(e.len(), 1);
+        assert!(e[0].starts_with("--numa-node: -2"), "{e:?}");
+        assert!(args(&["--numa-node", "x"]).is_err());
     }
 
     #[test]

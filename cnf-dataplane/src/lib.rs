@@ -43,6 +43,7 @@ pub mod io;
 pub mod meter;
 pub mod neighbour;
 pub mod nodes;
+pub mod numa;
 pub mod observe;
 pub mod packet;
 pub mod pipeline;

@@ -26,6 +26,7 @@ use kbng_dataplane::io::{InjectRecord, Worker, WorkerQueues};
 use kbng_dataplane::meter::SrTcmProfile;
 use kbng_dataplane::neighbour::{NextHopCell, Resolver};
 use kbng_dataplane::nodes::NodeEnv;
+use kbng_dataplane::numa;
 use kbng_dataplane::pipeline::{Pipeline, Tables};
 use kbng_dataplane::punt::PuntRecord;
 use tokio::sync::Mutex;
@@ -47,6 +48,30 @@ fn main() -> ExitCode {
     };
     if cfg.args.check_config {
         // What the operator's pods and SREs check: the flags as resolved, no EAL, no server.
+        let placed = numa::sysfs_placement(&cfg, std::path::Path::new("/sys"));
+        if let Err(errors) = numa::check(cfg.numa_node, &placed) {
+            for e in errors {
+                eprintln!("kbng-dataplane: {e}");
+            }
+            return ExitCode::from(2);
+        }
+        println!(
+            "kbng-dataplane: NUMA: {}",
+            match cfg.numa_node {
+                Some(n) => format!(
+                    "node {n} required; {} (sysfs; a node unknown, as for vdevs, matches)",
+                    placed
+                        .iter()
+                        .map(|(what, node)| match node {
+                            Some(m) => format!("{what} on node {m}"),
+                            None => format!("{what} on an unknown node"),
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                None => "not checked (--numa-node -1)".to_owned(),
+            }
+        );
         println!(
             "kbng-dataplane: configuration valid: control core {}, worker cores {:?}, \
              access {}, uplink {}, gRPC {}; EAL {}",
@@ -206,6 +231,23 @@ fn run(cfg: Config) -> anyhow::Result<()> {
         &pool,
         &mut warnings,
     )?;
+    // `--numa-node`: EAL's view of the cores and ports decides (vdevs report SOCKET_ID_ANY,
+    // which matches any node).
+    let placed: Vec<numa::Placed> = cfg
+        .worker_cores
+        .iter()
+        .zip(&worker_sockets)
+        .map(|(c, s)| (format!("worker core {c}"), numa::dpdk_node(*s)))
+        .chain([&access, &uplink].into_iter().map(|p| {
+            (
+                format!("port {}", p.proto.device_name),
+                numa::dpdk_node(p.port.socket_id()),
+            )
+        }))
+        .collect();
+    if let Err(errors) = numa::check(cfg.numa_node, &placed) {
+        anyhow::bail!("{}", errors.join("\n"));
+    }
     for p in [&access, &uplink] {
         for (core, s) in cfg.worker_cores.iter().zip(&worker_sockets) {
             let ps = p.port.socket_id();
@@ -477,6 +519,17 @@ fn print_stats(
                 .filter(|x| x.2 > 0)
                 .map(|(n, c, v)| serde_json::json!({"node": n, "counter": c, "value": v}))
                 .collect();
+            let runtime: Vec<serde_json::Value> = w
+                .pipeline
+                .counters()
+                .runtime_rows()
+                .into_iter()
+                .filter(|r| r.1 > 0)
+                .map(|(n, calls, vectors, cycles)| {
+                    serde_json::json!({"node": n, "calls": calls, "vectors": vectors,
+                        "cycles": cycles})
+                })
+                .collect();
             serde_json::json!({
                 "worker": w.index,
                 "rx_packets": s.rx_packets.get(),
@@ -486,6 +539,7 @@ fn print_stats(
                 "busy_cycles": s.busy_cycles.get(),
                 "cpu_ns": s.cpu_ns.get(),
                 "nodes": nodes,
+                "runtime": runtime,
             })
         })
         .collect();
