@@ -80,8 +80,9 @@ fn stop_child(child: &mut std::process::Child) {
 const TESTPMD_STARTUP_SECS: u64 = 4;
 
 /// testpmd io-forward for `secs`: (wall Mpps, median of per-second samples after the first
-/// two; on-CPU Mpps of the forwarding lcore, total packets over its CPU time).
-fn testpmd(secs: u64) -> Option<(f64, f64)> {
+/// two; on-CPU Mpps of the forwarding lcore, total packets over its CPU time), or why no
+/// figure came out of the run (the reference is then missing, never zero).
+fn testpmd(secs: u64) -> Result<(f64, f64), String> {
     // testpmd dies by re-raising SIGINT, so stdio it buffered for a pipe is lost: line-buffer it.
     let mut child = Command::new("stdbuf")
         .args(["-oL", "dpdk-testpmd"])
@@ -97,13 +98,15 @@ fn testpmd(secs: u64) -> Option<(f64, f64)> {
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .ok()?;
+        .map_err(|e| format!("dpdk-testpmd did not start: {e}"))?;
     // Start-up (EAL memory without hugepages, port setup) takes seconds, and the first two
     // samples are skipped: without this allowance a short run left no sample at all.
     std::thread::sleep(Duration::from_secs(secs + TESTPMD_STARTUP_SECS));
     let cpu_ns = thread_cpu_ns(child.id(), "rte-worker-1").unwrap_or(0);
     stop_child(&mut child);
-    let out = child.wait_with_output().ok()?;
+    let out = child
+        .wait_with_output()
+        .map_err(|e| format!("dpdk-testpmd output lost: {e}"))?;
     let text = String::from_utf8_lossy(&out.stdout);
     let rx: Vec<f64> = text
         .lines()
@@ -123,12 +126,51 @@ fn testpmd(secs: u64) -> Option<(f64, f64)> {
         .find_map(|l| l.trim().strip_prefix("RX-packets:"))
         .and_then(|l| l.split_whitespace().next()?.parse().ok())
         .unwrap_or(0.0);
-    let on_cpu = if cpu_ns > 0 {
-        total_rx / cpu_ns as f64 * 1e3
+    if totals.is_empty() {
+        return Err(format!(
+            "no Rx-pps sample after the first two ({} lines of output)",
+            text.lines().count()
+        ));
+    }
+    if cpu_ns == 0 {
+        return Err("no CPU time for thread rte-worker-1".into());
+    }
+    if total_rx <= 0.0 {
+        return Err("no RX-packets in the accumulated forward statistics".into());
+    }
+    Ok((median(totals), total_rx / cpu_ns as f64 * 1e3))
+}
+
+/// `x / reference`, or null when the reference was not measured in this run.
+fn ratio(x: f64, reference: f64) -> Value {
+    if reference > 0.0 {
+        json!(x / reference)
     } else {
-        0.0
-    };
-    (!totals.is_empty()).then(|| (median(totals), on_cpu))
+        Value::Null
+    }
+}
+
+/// Per node of the last run's worker 0: calls, packets per call (vector size) and TSC cycles
+/// per packet, from the binary's own runtime rows.
+fn node_runtime(last_run: Option<&Value>) -> Value {
+    let rows = last_run
+        .and_then(|v| v["workers"].get(0))
+        .and_then(|w| w["runtime"].as_array())
+        .cloned()
+        .unwrap_or_default();
+    rows.iter()
+        .filter_map(|r| {
+            let (calls, vectors, cycles) = (
+                r["calls"].as_f64()?,
+                r["vectors"].as_f64()?,
+                r["cycles"].as_f64()?,
+            );
+            (calls > 0.0).then(|| {
+                json!({"node": r["node"], "calls": calls, "vectors_per_call": vectors / calls,
+                       "cycles_per_packet": cycles / vectors.max(1.0)})
+            })
+        })
+        .collect()
 }
 
 /// The `--cores` list for `workers` workers on this 2-vCPU machine: one worker runs beside the
@@ -338,7 +380,9 @@ fn no_io_child(mut args: impl Iterator<Item = String>) {
     let r = kbng_dataplane::bench::run_no_io(sessions, bursts, 600.0);
     println!(
         "{}",
-        json!({"packets": r.packets, "forwarded": r.forwarded, "cpu_ns": r.cpu_ns})
+        json!({"packets": r.packets, "forwarded": r.forwarded, "cpu_ns": r.cpu_ns,
+               "clock_reads": r.clock_reads,
+               "tsc_read_cycles": kbng_dataplane::bench::tsc_read_cycles(1_000_000)})
     );
 }
 
@@ -367,12 +411,19 @@ fn main() {
     let started = Instant::now();
     let mut tp = Vec::new();
     let mut tp_cpu = Vec::new();
+    let mut tp_failures = Vec::new();
     let mut results: Vec<Vec<Value>> = vec![Vec::new(); setups.len()];
     for round in 0..rounds {
         eprintln!("round {}/{rounds}: testpmd", round + 1);
-        if let Some((wall, cpu)) = testpmd(secs) {
-            tp.push(wall);
-            tp_cpu.push(cpu);
+        match testpmd(secs) {
+            Ok((wall, cpu)) => {
+                tp.push(wall);
+                tp_cpu.push(cpu);
+            }
+            Err(why) => {
+                eprintln!("testpmd failed: {why}");
+                tp_failures.push(why);
+            }
         }
         for (i, setup) in setups.iter().enumerate() {
             eprintln!("round {}/{rounds}: {}", round + 1, setup.name);
@@ -403,6 +454,19 @@ fn main() {
             cg_no_io.push(json!({"sessions": n, "result": callgrind_no_io(n, 2000)}));
         }
     }
+    // The per-node runtime accounting's price: its TSC reads per packet (counted by the
+    // pipeline alone, natively) times what one read costs here.
+    let alone = kbng_dataplane::bench::run_no_io(10_000, 20_000, 10.0);
+    let read_cycles = kbng_dataplane::bench::tsc_read_cycles(1_000_000);
+    let reads_per_packet = alone.clock_reads as f64 / (alone.packets.max(1)) as f64;
+    let runtime_overhead = json!({
+        "tsc_read_cycles": read_cycles,
+        "clock_reads_per_packet": reads_per_packet,
+        "cycles_per_packet": read_cycles * reads_per_packet,
+        "counted": "pipeline alone on heap buffers, 10k sessions, vectors of 64: one TSC read \
+                    per vector plus one per node that had packets; a read's cost measured \
+                    over 1,000,000 back-to-back reads on this machine",
+    });
     let tp_mpps = median(tp.clone());
     let tp_cpu_mpps = median(tp_cpu.clone());
     let hz_any = results
@@ -415,12 +479,14 @@ fn main() {
         "figure": "dpdk-testpmd io-forward (reference)",
         "workers": 1,
         "sessions": null,
-        "mpps_per_core": tp_cpu_mpps,
-        "ratio_to_testpmd": 1.0,
-        "wall_mpps": tp_mpps,
-        "wall_ratio_to_testpmd": 1.0,
-        "tsc_cycles_per_packet": if tp_cpu_mpps > 0.0 { hz_any / 1e6 / tp_cpu_mpps } else { 0.0 },
-        "ns_per_packet": if tp_cpu_mpps > 0.0 { 1e3 / tp_cpu_mpps } else { 0.0 },
+        "mpps_per_core": if tp_cpu_mpps > 0.0 { json!(tp_cpu_mpps) } else { Value::Null },
+        "ratio_to_testpmd": if tp_cpu_mpps > 0.0 { json!(1.0) } else { Value::Null },
+        "wall_mpps": if tp_mpps > 0.0 { json!(tp_mpps) } else { Value::Null },
+        "wall_ratio_to_testpmd": if tp_mpps > 0.0 { json!(1.0) } else { Value::Null },
+        "runs": tp.len(),
+        "failures": tp_failures,
+        "tsc_cycles_per_packet": ratio(hz_any / 1e6, tp_cpu_mpps),
+        "ns_per_packet": ratio(1e3, tp_cpu_mpps),
         "instructions_per_packet": null,
         "instructions_note": "not counted: Debian's testpmd is stripped, so callgrind cannot \
                               isolate its forwarding loop",
@@ -443,11 +509,9 @@ fn main() {
             "workers": setup.workers,
             "sessions": setup.sessions,
             "mpps_per_core": mpps,
-            "ratio_to_testpmd": if tp_cpu_mpps > 0.0 { mpps / tp_cpu_mpps } else { 0.0 },
+            "ratio_to_testpmd": ratio(mpps, tp_cpu_mpps),
             "wall_mpps": median(pr.iter().map(|x| x.5).collect()),
-            "wall_ratio_to_testpmd": if tp_mpps > 0.0 {
-                median(pr.iter().map(|x| x.5).collect()) / tp_mpps
-            } else { 0.0 },
+            "wall_ratio_to_testpmd": ratio(median(pr.iter().map(|x| x.5).collect()), tp_mpps),
             "tsc_cycles_per_packet": cycles,
             "ns_per_packet": if hz > 0.0 { cycles / hz * 1e9 } else { 0.0 },
             "instructions_per_packet": cg.get("instructions_per_packet").cloned()
@@ -460,6 +524,7 @@ fn main() {
             "offered_headroom_note": "unbounded: net_null rx returns a full burst on every call",
             "completion": median(pr.iter().map(|x| x.2).collect()),
             "runs": runs.len(),
+            "node_runtime": node_runtime(runs.last()),
             "last_run": runs.last().cloned().unwrap_or(Value::Null),
         }));
     }
@@ -487,9 +552,17 @@ fn main() {
         })
     };
     let target = |k: &str, t: f64| {
-        let r = get(k, "ratio_to_testpmd");
-        json!({"figure": k, "ratio_to_testpmd": r, "target": t, "met": r >= t,
-               "shortfall": (t - r).max(0.0)})
+        let r = rows
+            .iter()
+            .find(|r| r["key"] == k)
+            .and_then(|r| r["ratio_to_testpmd"].as_f64());
+        match r {
+            Some(r) => json!({"figure": k, "ratio_to_testpmd": r, "target": t, "met": r >= t,
+                              "shortfall": (t - r).max(0.0)}),
+            None => json!({"figure": k, "ratio_to_testpmd": null, "target": t, "met": null,
+                           "why_unknown": format!("no testpmd reference in this run: {}",
+                                                  tp_failures.join("; "))}),
+        }
     };
     let report = json!({
         "schema": SCHEMA,
@@ -507,6 +580,7 @@ fn main() {
         "pipeline_alone_callgrind": cg_no_io,
         "two_worker_scaling": [scaling("10k"), scaling("1m")],
         "targets": [target("full_10k_1w", 0.5), target("full_1m_1w", 0.33)],
+        "node_runtime_overhead": runtime_overhead,
         "reference_vpp_cycles_per_packet": 330,
     });
     let dir = std::env::var("KBNG_BENCH_OUT")
@@ -573,17 +647,45 @@ fn markdown(report: &Value) -> String {
     }
     md.push_str("\nTargets:\n\n");
     for t in report["targets"].as_array().into_iter().flatten() {
+        let verdict = match t["met"].as_bool() {
+            Some(true) => "met".to_owned(),
+            Some(false) => format!("missed by {}", f(&t["shortfall"], 2)),
+            None => format!("unknown: {}", t["why_unknown"].as_str().unwrap_or("")),
+        };
         md.push_str(&format!(
-            "- {}: {} × testpmd, target {}: {}\n",
+            "- {}: {} × testpmd, target {}: {verdict}\n",
             t["figure"].as_str().unwrap_or(""),
             f(&t["ratio_to_testpmd"], 2),
             t["target"],
-            if t["met"].as_bool().unwrap_or(false) {
-                "met".to_owned()
-            } else {
-                format!("missed by {}", f(&t["shortfall"], 2))
-            }
         ));
     }
+    for r in report["figures"].as_array().into_iter().flatten() {
+        let rows = r["node_runtime"].as_array().cloned().unwrap_or_default();
+        if rows.is_empty() {
+            continue;
+        }
+        md.push_str(&format!(
+            "\nPer node, {} (worker 0 of the last run):\n\n| node | calls | packets/call | \
+             cycles/packet |\n|---|---|---|---|\n",
+            r["figure"].as_str().unwrap_or("")
+        ));
+        for n in rows {
+            md.push_str(&format!(
+                "| {} | {} | {} | {} |\n",
+                n["node"].as_str().unwrap_or(""),
+                f(&n["calls"], 0),
+                f(&n["vectors_per_call"], 1),
+                f(&n["cycles_per_packet"], 1)
+            ));
+        }
+    }
+    let o = &report["node_runtime_overhead"];
+    md.push_str(&format!(
+        "\nPer-node runtime accounting costs {} cycles per packet ({} TSC reads per packet \
+         at {} cycles each).\n",
+        f(&o["cycles_per_packet"], 1),
+        f(&o["clock_reads_per_packet"], 3),
+        f(&o["tsc_read_cycles"], 1)
+    ));
     md
 }
