@@ -188,6 +188,8 @@ struct Running {
     cfg: Arc<Config>,
     relay: Option<crate::relay::RelayLink>,
     committer: Committer,
+    /// For frames that need not wait for the commit stage (see [`Running::send_early`]).
+    dps: Vec<mpsc::UnboundedSender<DpCmd>>,
 }
 
 type Batch = Effects;
@@ -205,7 +207,7 @@ impl EngineTask {
             cfg,
             relay,
         } = self;
-        let committer = match Committer::start(Arc::new(store), dps, watch) {
+        let committer = match Committer::start(Arc::new(store), dps.clone(), watch) {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!("cannot start the commit thread: {e}");
@@ -220,6 +222,7 @@ impl EngineTask {
             cfg,
             relay,
             committer,
+            dps,
         }
         .run()
         .await
@@ -275,6 +278,7 @@ impl Running {
                     }
                 }
             }
+            self.send_early(&mut b);
             // Committed and released by the commit stage, in order, while this task goes on
             // with the next batch.
             if !b.is_empty() {
@@ -283,6 +287,26 @@ impl Running {
                     tracing::error!("the commit thread is gone");
                     return;
                 }
+            }
+        }
+    }
+
+    /// Frames of a batch that changes nothing in the store and programs nothing (OFFERs, NAKs,
+    /// INFORM answers, portal redirects) leave at once instead of waiting behind an earlier
+    /// batch's sync: they promise nothing a commit must make durable, and a client matches
+    /// replies by xid, as it must when UDP reorders them anyway. The batch's watch events and
+    /// operator replies still go through the commit stage, in order.
+    fn send_early(&self, b: &mut Batch) {
+        let only_frames = b
+            .sends
+            .iter()
+            .all(|(_, c)| matches!(c, DpCmd::Inject { .. }));
+        if !b.store.is_empty() || !only_frames {
+            return;
+        }
+        for (dp, cmd) in b.sends.drain(..) {
+            if let Some(tx) = self.dps.get(dp as usize) {
+                let _ = tx.send(cmd);
             }
         }
     }
