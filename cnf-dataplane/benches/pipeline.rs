@@ -339,8 +339,8 @@ fn setups() -> Vec<Setup> {
             workers: 1,
             sessions: Some(10_000),
             args: full("10000"),
-            limited_by: "cpu: instructions of the graph (about 800 per packet: frame moves between \
-                         six nodes, two index walks, hashing, parse, meter, rewrite) plus L2 misses \
+            limited_by: "cpu: instructions of the graph (about 770 per packet: frame moves between \
+                         four nodes, two index walks, hashing, parse, meter, rewrite) plus L2 misses \
                          on index buckets and session lines (1.8 MB per worker > 512 KiB L2)",
         },
         Setup {
