@@ -159,6 +159,11 @@ pub mod dataplane {
             "--next-hop".into(),
             next_hop.to_string(),
         ];
+        // The dataplane refuses to start when a worker core or a port sits on another node
+        // (`--check-config` checks it too); without a node it checks nothing.
+        if let Some(node) = spec.numa_node {
+            args.extend(["--numa-node".into(), node.to_string()]);
+        }
         args.extend(super::telemetry::metrics_args());
         args
     }
@@ -179,6 +184,21 @@ mod tests {
             pci_env_var("mellanox.com/cx6-up.link"),
             "PCIDEVICE_MELLANOX_COM_CX6_UP_LINK"
         );
+    }
+
+    #[test]
+    fn the_numa_node_is_passed_when_the_bng_names_one() {
+        let mut spec = sample_bng().spec.dataplane;
+        let flag = |spec: &kbng_crds::bng::DataplaneSpec| {
+            let a = args(spec, "192.0.2.2/30", "192.0.2.1");
+            a.iter()
+                .position(|x| x == "--numa-node")
+                .map(|i| a[i + 1].clone())
+        };
+        spec.numa_node = None;
+        assert_eq!(flag(&spec), None);
+        spec.numa_node = Some(1);
+        assert_eq!(flag(&spec).as_deref(), Some("1"));
     }
 
     #[test]

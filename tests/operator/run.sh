@@ -532,8 +532,14 @@ run_in_pod_fs() {
 
 t_real_binaries_accept_the_generated_workloads() {
   local rc=0 b mp out args=()
-  bng_json real '.spec.dataplane.workerCores = 1 | .spec.dhcp.option82Identity = false |
-      .spec.access = {"vlanMode": "untagged"}' | kubectl apply -f - || return 1
+  # On a one-node host real names NUMA node 0, which its cores are on: the dataplane accepts.
+  local numa='.'
+  [[ $(ls -d /sys/devices/system/node/node[0-9]* | wc -l) == 1 ]] && numa='.spec.dataplane.numaNode = 0'
+  bng_json real ".spec.dataplane.workerCores = 1 | .spec.dhcp.option82Identity = false |
+      .spec.access = {\"vlanMode\": \"untagged\"} | $numa" | kubectl apply -f - || return 1
+  # A node this host does not have: the dataplane refuses to start, naming the flag.
+  bng_json numa-far ".spec.dataplane.workerCores = 1 |
+      .spec.dataplane.numaNode = $(ls -d /sys/devices/system/node/node[0-9]* | wc -l)" | kubectl apply -f - || return 1
   # A relay-mode BNG: its control configuration names the relay servers.
   bng_json relay '.spec.dataplane.workerCores = 1 | .spec.dhcp = {"mode": "relay", "relayServers": ["192.0.2.67"]}' |
     kubectl apply -f - || return 1
@@ -613,6 +619,19 @@ t_real_binaries_accept_the_generated_workloads() {
   else
     expect_match "$out" "--cores auto:2: needs 3 cores, the affinity mask has $(nproc)" "lab's args on a host with $(nproc) CPUs" || rc=1
   fi
+  # spec.dataplane.numaNode reaches the dataplane, which checks its cores against it.
+  [[ $numa == . ]] || expect_eq "$(k get sts real-dataplane -o json | jq -r '.spec.template.spec.containers[0].args | index("--numa-node") as $i | .[$i + 1]')" \
+    0 "real's --numa-node" || rc=1
+  eventually 30 k get sts numa-far-dataplane || return 1
+  mapfile -d '' args < <(container_args numa-far-dataplane "POD_NAME=numa-far-dataplane-0")
+  args[0]=$RELEASE_BIN/${args[0]}
+  if out=$(env PCIDEVICE_INTEL_COM_SRIOV_ACCESS=0000:3b:02.1 PCIDEVICE_INTEL_COM_SRIOV_UPLINK=0000:3b:0a.1 \
+             "${args[@]}" --check-config 2>&1); then
+    echo "ACCEPTED a NUMA node the host does not have: $out"; rc=1
+  else
+    expect_match "$out" "--numa-node [0-9]+: worker core [0-9]+ is on NUMA node [0-9]+" "refusal names --numa-node" || rc=1
+  fi
+  k delete bng numa-far --wait=false
   return $rc
 }
 
