@@ -56,6 +56,18 @@ def parse(text):
     return r
 
 
+def socket_drops(netns):
+    """UDP datagrams the kernel dropped in `netns` because a receive buffer was full
+    (RcvbufErrors of /proc/net/snmp): replies that reached perfdhcp's socket but that perfdhcp
+    did not read in time. None when unreadable."""
+    p = subprocess.run(["ip", "netns", "exec", netns, "cat", "/proc/net/snmp"],
+                       capture_output=True, text=True)
+    rows = [line.split()[1:] for line in p.stdout.splitlines() if line.startswith("Udp:")]
+    if len(rows) < 2 or "RcvbufErrors" not in rows[0]:
+        return None
+    return int(rows[1][rows[0].index("RcvbufErrors")])
+
+
 def run(netns, iface, server, rate, secs, base_index, log_path, drop_secs=1.0):
     """One bounded perfdhcp run at `rate` for `secs`; returns the parsed report plus what was
     offered. perfdhcp exits by itself after the period (plus a 2 s wait for late replies); the
@@ -64,6 +76,7 @@ def run(netns, iface, server, rate, secs, base_index, log_path, drop_secs=1.0):
     cmd = ["ip", "netns", "exec", netns, "perfdhcp", "-4", "-l", iface,
            "-r", str(int(rate)), "-R", str(clients), "-b", f"mac={mac_at(base_index)}",
            "-p", str(secs), "-W", "2000000", "-d", str(drop_secs), "-x", "t", server]
+    sock_before = socket_drops(netns)
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=secs + 60)
         text, code = p.stdout + p.stderr, p.returncode
@@ -73,8 +86,12 @@ def run(netns, iface, server, rate, secs, base_index, log_path, drop_secs=1.0):
         f.write(f"$ {' '.join(cmd)}\n(exit {code})\n")
         f.write("\n".join(line for line in text.splitlines() if not line.startswith("sent / received")))
         f.write("\n\n")
+    sock_after = socket_drops(netns)
     r = parse(text)
     r["exit"] = code
+    # Replies the generator's own socket dropped: the server sent them and they arrived.
+    r["generator_socket_drops"] = (sock_after - sock_before
+                                   if sock_before is not None and sock_after is not None else None)
     r["requested_rate"] = rate
     r["secs"] = secs
     r["clients"] = clients
