@@ -170,35 +170,7 @@ fn release(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::Line;
-    use crate::core::engine::{Session, SubscriberKey};
-    use crate::core::session::State;
-
-    fn session(id: u64) -> Session {
-        let line = Line {
-            dataplane: 0,
-            port: 0,
-            outer_vlan: 0,
-            inner_vlan: 0,
-        };
-        let mac = [2, 0, 0, 0, 0, id as u8];
-        Session {
-            id,
-            key: SubscriberKey::Mac { line, mac },
-            line,
-            mac,
-            circuit_id: None,
-            remote_id: None,
-            created_ns: id,
-            state: State::Discovering {
-                xid: 1,
-                ip: std::net::Ipv4Addr::new(100, 64, 0, id as u8),
-                since_ns: id,
-            },
-            pending: None,
-            last_offer_ns: 0,
-        }
-    }
+    use crate::store::tests::session;
 
     /// Replies run only once the store holds the batch, and batches (with store changes or
     /// without) are released in the order they were made.

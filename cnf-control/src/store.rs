@@ -121,14 +121,15 @@ impl Store {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::core::Line;
     use crate::core::engine::SubscriberKey;
     use crate::core::session::{Lease, State};
     use std::net::Ipv4Addr;
 
-    fn session(id: u64) -> Session {
+    /// A bound session with every field set (also used by `crate::commit`'s tests).
+    pub(crate) fn session(id: u64) -> Session {
         let line = Line {
             dataplane: 0,
             port: 0,
