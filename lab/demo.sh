@@ -10,8 +10,13 @@
 # then onboards a demo set of subscribers (known ones on two plans, untagged, 802.1Q and QinQ,
 # and an unknown one that lands in the walled garden), runs some traffic, prints a live summary
 # through kbngctl, drains the sessions at the end, and removes everything it created on exit or
-# Ctrl-C. KBNG_LAB_SECONDS bounds the summary (default 600). The cap comes from the signed lab
-# licence, verified by kbng-control itself.
+# Ctrl-C. KBNG_LAB_SECONDS bounds the summary (default 600), so the lab also runs unattended. The
+# cap comes from the signed lab licence, verified by kbng-control itself.
+#
+# Both binaries serve Prometheus /metrics (--metrics-listen); the dataplane's, inside its
+# namespace, is relayed to a loopback port here by socat. OTLP export is on only when
+# OTEL_EXPORTER_OTLP_ENDPOINT is set (an http:// endpoint is relayed into the dataplane's
+# namespace the same way); otherwise the lab turns it off with OTEL_SDK_DISABLED.
 set -uo pipefail
 bin=${1:?usage: lab/demo.sh <folder of release binaries>}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,7 +26,14 @@ tmp=$(mktemp -d /tmp/kbng-lab.XXXXXX)
 sock=$tmp/dp.sock
 # kbngctl's default server; another address only when that port is taken.
 api=127.0.0.1:7180
-if ss -ltn 2>/dev/null | grep -q '127.0.0.1:7180 '; then api=127.0.0.1:$((30000 + $$ % 20000)); fi
+port_taken() { ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }
+if port_taken 7180; then api=127.0.0.1:$((30000 + $$ % 20000)); fi
+# /metrics of the control, and the dataplane's relayed from its namespace: 7181 and 7182 unless
+# taken.
+ctl_metrics=7181 dp_metrics=7182
+if port_taken $ctl_metrics || port_taken $dp_metrics; then
+    ctl_metrics=$((30001 + $$ % 20000)) dp_metrics=$((30002 + $$ % 20000))
+fi
 seconds=${KBNG_LAB_SECONDS:-600}
 pids=()
 dp_pid=
@@ -36,15 +48,37 @@ cleanup() {
     set +e
     trap - EXIT INT TERM
     say "cleaning up"
-    [[ -n $ctl_pid ]] && kill -TERM "$ctl_pid" 2>/dev/null
-    [[ -n $dp_pid ]] && kill -TERM "$dp_pid" 2>/dev/null
-    sleep 1
-    [[ -n $ctl_pid ]] && kill -9 "$ctl_pid" 2>/dev/null
-    [[ -n $dp_pid ]] && kill -9 "$dp_pid" 2>/dev/null
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+    stop_pid "$ctl_pid"
+    dataplane_stop
+    # socat relays fork a child per connection, which may exec another: whole trees go.
+    for p in "${pids[@]}"; do kill_tree "$p"; done
     topology_down
     rm -rf "$tmp"
-    say "removed namespaces $tag-*, processes and $tmp"
+    leftovers || exit 1
+}
+kill_tree() {
+    local c
+    for c in $(pgrep -P "$1"); do kill_tree "$c"; done
+    kill "$1" 2>/dev/null
+}
+# What is left after cleanup, enumerated: this run's namespaces, the lab's own children, and
+# processes naming this run's folder or namespaces on their command line.
+leftovers() {
+    local left list p
+    list=$(mktemp /tmp/kbng-lab-left.XXXXXX)
+    sleep 0.5 # a killed process leaves the process table when its parent has reaped it
+    # Run directly (not in a $(...) subshell, which would itself be a child of the lab).
+    pgrep -P $$ >"$list"
+    pgrep -f -- "$tmp/" >>"$list"
+    pgrep -f -- "$tag-" >>"$list"
+    left=$(ip netns list | awk '{print $1}' | grep "^$tag-")
+    while read -r p; do left+=" $(ps -o pid=,args= -p "$p")"; done < <(sort -u "$list")
+    rm -f "$list"
+    if [[ -n ${left//[[:space:]]/} ]]; then
+        say "left behind: $left"
+        return 1
+    fi
+    say "removed namespaces $tag-*, processes and $tmp: nothing left"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -58,16 +92,44 @@ say "network namespaces: access hub, dataplane, uplink"
 topology_up
 mkdir -p "$tmp/www" && echo "hello from the uplink" >"$tmp/www/index.html"
 head -c 4000000 /dev/zero >"$tmp/www/big"
-ip netns exec "$(ns core)" /usr/bin/python3 -m http.server 8080 --bind 192.0.2.1 \
-    --directory "$tmp/www" >/dev/null 2>&1 &
-pids+=($!)
+core_www_start "$tmp/www" || { say "the uplink web server did not start"; exit 1; }
+pids+=("$www_pid")
+
+# relay PORT NS HOST:PORT: a socat listening on 127.0.0.1:PORT in namespace NS ("" for this
+# one) that connects each client to HOST:PORT from this namespace ("" for this one) or NS.
+relay() {
+    local listen=(socat "TCP-LISTEN:$1,bind=127.0.0.1,reuseaddr,fork") to="TCP\:${3//:/\\:}"
+    if [[ -n $2 ]]; then
+        # Inside NS, each connection is made from the lab's own namespace.
+        ip netns exec "$(ns "$2")" "${listen[@]}" \
+            "EXEC:nsenter --net=/proc/$$/ns/net socat STDIO $to" >>"$tmp/relay.log" 2>&1 &
+    else
+        "${listen[@]}" "EXEC:ip netns exec $(ns dut) socat STDIO $to" >>"$tmp/relay.log" 2>&1 &
+    fi
+    pids+=($!)
+}
+
+dp_otlp=${OTEL_EXPORTER_OTLP_ENDPOINT:-}
+if [[ -n ${OTEL_EXPORTER_OTLP_ENDPOINT:-} ]]; then
+    say "OpenTelemetry: exporting OTLP/gRPC to $OTEL_EXPORTER_OTLP_ENDPOINT"
+    if [[ $OTEL_EXPORTER_OTLP_ENDPOINT =~ ^http://([^/]+:[0-9]+)/?$ ]]; then
+        # The dataplane's namespace has no route out: its export goes through a relay.
+        relay 4317 dut "${BASH_REMATCH[1]}"
+        dp_otlp=http://127.0.0.1:4317
+    else
+        echo "    only an http://HOST:PORT endpoint is relayed into the dataplane's namespace;"
+        echo "    the dataplane's export will not reach $OTEL_EXPORTER_OTLP_ENDPOINT"
+    fi
+else
+    # Off unless asked for, whatever other OTEL_* variables the shell carries.
+    export OTEL_SDK_DISABLED=true
+    say "OpenTelemetry export off (set OTEL_EXPORTER_OTLP_ENDPOINT=http://HOST:4317 to turn it on)"
+fi
 
 say "kbng-dataplane: DPDK on net_af_packet (access d0, uplink d1), no hugepages"
-ip netns exec "$(ns dut)" "$bin/kbng-dataplane" --cores 0,1 \
-    --access net_af_packet0,iface=d0 --uplink net_af_packet1,iface=d1 \
-    --no-huge --no-pci -m 512 --no-shconf --uplink-address 192.0.2.254/24 --next-hop 192.0.2.1 \
-    --sessions 4096 --plans 16 --grpc-listen "unix:$sock" >"$tmp/dataplane.log" 2>&1 &
-dp_pid=$!
+OTEL_EXPORTER_OTLP_ENDPOINT=$dp_otlp dataplane_start "$bin/kbng-dataplane" "$sock" "$tmp/dataplane.log" \
+    --metrics-listen 127.0.0.1:9464
+relay "$dp_metrics" "" 127.0.0.1:9464
 
 say "kbng-control: two plans, local subscribers, walled garden, the signed licence"
 cat >"$tmp/subscribers.csv" <<CSV
@@ -94,16 +156,22 @@ store: $tmp/sessions.redb
 apiListen: "$api"
 walledGarden: {portalUrl: "http://portal.kbng.test/signup", allowed: [{prefix: 192.0.2.53/32}]}
 YAML
-"$bin/kbng-control" --config "$tmp/control.yaml" --log warn >"$tmp/control.log" 2>&1 &
+"$bin/kbng-control" --config "$tmp/control.yaml" --log warn \
+    --metrics-listen "127.0.0.1:$ctl_metrics" >"$tmp/control.log" 2>&1 &
 ctl_pid=$!
-connected=0
-for _ in $(seq 1 150); do
-    curl -sf "http://$api/v1/dataplanes" 2>/dev/null | grep -q '"connected":true' && { connected=1; break; }
-    sleep 0.2
-done
-if ((!connected)); then
+if ! control_wait_connected "$api"; then
     say "control did not connect to the dataplane"; tail -5 "$tmp/control.log" "$tmp/dataplane.log"; exit 1
 fi
+
+say "Prometheus /metrics: control http://127.0.0.1:$ctl_metrics/metrics, dataplane http://127.0.0.1:$dp_metrics/metrics"
+for who in control dataplane; do
+    [[ $who == control ]] && port=$ctl_metrics || port=$dp_metrics
+    if curl -sf -m 3 "http://127.0.0.1:$port/metrics" >"$tmp/metrics-$who.txt"; then
+        echo "    $who: $(grep -vc '^#' "$tmp/metrics-$who.txt") samples"
+    else
+        echo "    $who: /metrics does not answer (see $tmp/$who.log)"
+    fi
+done
 
 say "the control's licence: kbngctl licence status"
 kbngctl licence status | sed 's/^/    /'

@@ -80,12 +80,23 @@ dataplane_start() {
     dp_pid=$!
 }
 
-# SIGTERM to the dataplane, SIGKILL a second later if it is still there.
-dataplane_stop() {
-    [[ -n ${dp_pid:-} ]] || return 0
-    kill -TERM "$dp_pid" 2>/dev/null && sleep 1 && kill -9 "$dp_pid" 2>/dev/null
-    dp_pid=
+# SIGTERM to process $1, SIGKILL if it still runs $2 seconds later (default 5); reaped quietly.
+stop_pid() {
+    local pid=$1 i
+    [[ -n $pid ]] || return 0
+    kill -TERM "$pid" 2>/dev/null || return 0
+    for ((i = 0; i < ${2:-5} * 10; i++)); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -9 "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
     return 0
+}
+
+dataplane_stop() {
+    stop_pid "${dp_pid:-}"
+    dp_pid=
 }
 
 # Waits (30 s at most) until the control API at $1 (host:port) reports a connected dataplane;
