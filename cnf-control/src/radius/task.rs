@@ -287,18 +287,14 @@ impl Task {
 
     /// Stops whose final counters never came go with the last ones read.
     fn overdue_stops(&mut self, now: Instant) -> Vec<Done<Req>> {
-        let late: Vec<SessionId> = self
+        let late: Vec<(SessionId, Stopping)> = self
             .stopping
-            .iter()
-            .filter(|(_, st)| st.deadline <= now)
-            .map(|(id, _)| *id)
+            .extract_if(|_, st| st.deadline <= now)
             .collect();
         let mut done = Vec::new();
-        for id in late {
+        for (id, st) in late {
             finals::forget(id);
-            if let Some(st) = self.stopping.remove(&id) {
-                done.extend(self.stop(st, None));
-            }
+            done.extend(self.stop(st, None));
         }
         done
     }
