@@ -42,12 +42,10 @@ fn with<T>(f: impl FnOnce(&mut Waiting) -> T) -> Option<T> {
     WAITING.lock().ok().map(|mut w| f(&mut w))
 }
 
-/// The RADIUS task's command channel receives the counters from now on.
+/// The RADIUS task's command channel receives the counters from now on. Ids already waited
+/// for stay (ids are never reused, so they cannot be mistaken for new ones).
 pub(super) fn register(tx: mpsc::UnboundedSender<RadiusCmd>) {
-    with(|w| {
-        w.tx = Some(tx);
-        w.ids.clear();
-    });
+    with(|w| w.tx = Some(tx));
 }
 
 /// Session `id`'s Stop waits for its final counters.
@@ -87,7 +85,7 @@ pub async fn before_removal(c: &mut DataplaneClient<Channel>, ids: &[SessionId])
 mod tests {
     use super::*;
 
-    // One test touches the process-wide state, so tests cannot interleave on it.
+    // The task test registers too; ids here are ones no other test waits for.
     #[test]
     fn only_waited_for_sessions_are_taken_once_each() {
         let (tx, _rx) = mpsc::unbounded_channel();

@@ -458,3 +458,103 @@ impl Task {
             .is_ok()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::radius::auth::tests::cfg;
+    use crate::radius::config::Server;
+    use kbng_wire::RadiusBuilder;
+    use kbng_wire::radius::{attr, value};
+    use kbng_wire::radius_auth::verify_accounting_style_request;
+
+    /// A server on loopback that answers every Accounting-Request and reports its
+    /// Acct-Status-Type.
+    async fn server() -> (SocketAddr, mpsc::UnboundedReceiver<u32>) {
+        let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = sock.local_addr().unwrap();
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut buf = [0u8; 4096];
+            while let Ok((n, from)) = sock.recv_from(&mut buf).await {
+                let p = verify_accounting_style_request(&buf[..n], b"s3cret").unwrap();
+                let st = p.attr(attr::ACCT_STATUS_TYPE).unwrap();
+                let _ = tx.send(u32::from_be_bytes(st.try_into().unwrap()));
+                let answer = RadiusBuilder::response(code::ACCOUNTING_RESPONSE, &p)
+                    .finish(b"s3cret")
+                    .unwrap();
+                sock.send_to(&answer, from).await.unwrap();
+            }
+        });
+        (addr, rx)
+    }
+
+    #[tokio::test]
+    async fn accounting_on_goes_first_and_off_last_once_no_session_is_left() {
+        let (addr, mut heard) = server().await;
+        let mut c = cfg();
+        c.servers = vec![Server {
+            auth: addr,
+            acct: addr,
+            secret: c.servers[0].secret.clone(),
+        }];
+        let link = crate::radius::start(c.clone(), vec![], vec![])
+            .await
+            .unwrap();
+        let subject = crate::radius::auth::Subject {
+            id: 1 << 40,
+            mac: [2, 0, 0, 0, 9, 9],
+            circuit_id: None,
+            remote_id: None,
+            line: crate::core::Line {
+                dataplane: 0,
+                port: 0,
+                outer_vlan: 0,
+                inner_vlan: 0,
+            },
+        };
+        let s = AcctSession {
+            user_name: "02:00:00:00:09:09".into(),
+            subject,
+            ip: std::net::Ipv4Addr::new(100, 64, 0, 9),
+            bound_at_ns: 0,
+            interim_secs: 0,
+            last: Counts::default(),
+        };
+        link.tx.send(RadiusCmd::Start(s)).unwrap();
+        let next = async |h: &mut mpsc::UnboundedReceiver<u32>| {
+            tokio::time::timeout(Duration::from_secs(5), h.recv())
+                .await
+                .unwrap()
+                .unwrap()
+        };
+        assert_eq!(next(&mut heard).await, value::ACCT_ON);
+        assert_eq!(next(&mut heard).await, value::ACCT_START);
+
+        // A live session: no Accounting-Off.
+        let (reply, rx) = oneshot::channel();
+        link.tx.send(RadiusCmd::Off { reply }).unwrap();
+        assert_eq!(rx.await.unwrap(), OffOutcome::SessionsRemain(1));
+
+        // Its Stop, with final counters as the dataplane adapter would hand them.
+        let id = 1 << 40;
+        link.tx
+            .send(RadiusCmd::Stop {
+                id,
+                reason: EndReason::Drained,
+            })
+            .unwrap();
+        let counts = HashMap::from([(id, Counts::default())]);
+        link.tx
+            .send(RadiusCmd::Finals {
+                asked: vec![id],
+                counts,
+            })
+            .unwrap();
+        let (reply, rx) = oneshot::channel();
+        link.tx.send(RadiusCmd::Off { reply }).unwrap();
+        assert_eq!(next(&mut heard).await, value::ACCT_STOP);
+        assert_eq!(next(&mut heard).await, value::ACCT_OFF);
+        assert_eq!(rx.await.unwrap(), OffOutcome::Sent { answered: true });
+    }
+}
