@@ -9,7 +9,7 @@ pub mod pool;
 pub mod relay;
 pub mod session;
 #[cfg(test)]
-mod test_support;
+pub(crate) mod test_support;
 
 use serde::{Deserialize, Serialize};
 

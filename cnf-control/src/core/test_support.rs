@@ -1,5 +1,6 @@
 //! Fixtures shared by the engine's script tests (`engine_tests`, `engine_aaa_tests`,
-//! `relay_tests`): one engine configuration that each script adjusts, client messages by MAC
+//! `relay_tests`) and the adapters' tests that need an engine or a pool (RADIUS DAS, relay
+//! configuration): one engine configuration that each script adjusts, client messages by MAC
 //! number, and the engine's outputs picked apart.
 #![allow(clippy::unwrap_used)]
 

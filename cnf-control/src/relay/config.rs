@@ -205,15 +205,7 @@ mod tests {
     use super::*;
 
     fn pools() -> Vec<PoolConfig> {
-        vec![PoolConfig {
-            name: "p".into(),
-            network: Ipv4Addr::new(100, 64, 0, 0),
-            prefix_len: 24,
-            gateway: Ipv4Addr::new(100, 64, 0, 1),
-            lease_secs: 600,
-            dns: vec![],
-            exclusions: vec![],
-        }]
+        vec![crate::core::test_support::pool()]
     }
 
     fn run(dhcp: &str, relay: Option<&str>) -> Result<Option<RelaySettings>, Vec<String>> {
