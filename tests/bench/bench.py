@@ -69,7 +69,10 @@ def bench_exe(package, bench):
         if not old:
             raise RuntimeError(f"--no-build: no executable of bench {bench} has been built")
         return old
-    p = subprocess.run(["cargo", "bench", "--no-run", "-q", "-p", package, "--bench", bench,
+    # The same selection as tests/run's build (the whole workspace, every bench): cargo
+    # resolves features over the packages selected, so `-p package` would build the
+    # dependencies again with other features instead of finding them fresh.
+    p = subprocess.run(["cargo", "bench", "--no-run", "-q", "--workspace", "--bench", "*",
                         "--message-format=json"], cwd=ROOT, capture_output=True, text=True)
     if p.returncode != 0:
         # Others edit the tree in parallel: a tree that does not compile right now falls back
@@ -370,7 +373,7 @@ def run(args, mode, plan, only, tmp, out):
         NO_BUILD.append(True)
         NOTES.append("--no-build: ran the newest binaries and bench executables already built")
     build = subprocess.run(["true"] if args.no_build else
-                           ["cargo", "build", "-q", "--release", "-p", "kbng-dataplane", "-p", "kbng-control"],
+                           ["cargo", "build", "-q", "--release", "--workspace", "--bins"],
                            cwd=ROOT, capture_output=True, text=True)
     bins = {"dataplane": os.path.join(target_dir(), "release", "kbng-dataplane"),
             "control": os.path.join(target_dir(), "release", "kbng-control")}
