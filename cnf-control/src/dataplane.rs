@@ -605,4 +605,41 @@ mod tests {
         assert_eq!(d.mismatched, vec![2]);
         assert_eq!(d.matching, 1);
     }
+
+    #[test]
+    fn a_plan_reaches_the_wire_whole_in_each_direction() {
+        use kbng_crds::plan::ColourActions;
+        let up = DirectionPolicy {
+            mode: PolicerMode::TrTcm,
+            cir_bps: 5_000_000,
+            pir_bps: Some(10_000_000),
+            cbs_bytes: 62_500,
+            pbs_bytes: 125_000,
+            actions: ColourActions {
+                yellow: ColourAction {
+                    action: ColourActionKind::Remark,
+                    dscp: Some(8),
+                },
+                ..ColourActions::default()
+            },
+        };
+        let plan = Plan {
+            name: "duo".into(),
+            id: 11,
+            upstream: up,
+            downstream: DirectionPolicy::single_rate(20_000_000),
+        };
+        let p = plan_proto(&plan);
+        let (u, d) = (p.upstream.unwrap(), p.downstream.unwrap());
+        assert_eq!(u.mode, pb::MeterMode::Trtcm as i32);
+        assert_eq!((u.cir_bps, u.pir_bps), (5_000_000, 10_000_000));
+        assert_eq!((u.cbs_bytes, u.pbs_bytes), (62_500, 125_000));
+        let yellow = u.yellow.unwrap();
+        assert_eq!(yellow.action, pb::ColourAction::RemarkDscp as i32);
+        assert_eq!(yellow.dscp, 8);
+        assert_eq!(u.red.unwrap().action, pb::ColourAction::Drop as i32);
+        assert_eq!(d.mode, pb::MeterMode::Srtcm as i32);
+        assert_eq!((d.cir_bps, d.pir_bps), (20_000_000, 0));
+        assert_eq!(d.green.unwrap().action, pb::ColourAction::Transmit as i32);
+    }
 }
