@@ -21,6 +21,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use kbng_api::v1 as pb;
 use kbng_api::v1::dataplane_client::DataplaneClient;
+use kbng_control::config::Plan;
+use kbng_control::dataplane::plan_proto;
+use kbng_crds::plan::DirectionPolicy;
 use serde_json::{Value, json};
 use tonic::transport::Channel;
 
@@ -81,32 +84,15 @@ fn session(i: u64, plan_id: u32) -> pb::Session {
     }
 }
 
+/// Single-rate 100 Mbit/s each way, as the control programs a `rateBps` plan.
 fn plan(id: u32) -> pb::Plan {
-    let meter = pb::Meter {
-        mode: pb::MeterMode::Srtcm as i32,
-        cir_bps: 100_000_000,
-        pir_bps: 0,
-        cbs_bytes: 1_250_000,
-        pbs_bytes: 1_250_000,
-        green: Some(pb::ColourPolicy {
-            action: pb::ColourAction::Transmit as i32,
-            dscp: 0,
-        }),
-        yellow: Some(pb::ColourPolicy {
-            action: pb::ColourAction::Transmit as i32,
-            dscp: 0,
-        }),
-        red: Some(pb::ColourPolicy {
-            action: pb::ColourAction::Drop as i32,
-            dscp: 0,
-        }),
-    };
-    pb::Plan {
-        plan_id: id,
+    let policy = DirectionPolicy::single_rate(100_000_000);
+    plan_proto(&Plan {
         name: "bench".into(),
-        upstream: Some(meter),
-        downstream: Some(meter),
-    }
+        id,
+        upstream: policy.clone(),
+        downstream: policy,
+    })
 }
 
 struct Dataplane {

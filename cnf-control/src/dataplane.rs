@@ -102,7 +102,8 @@ pub fn to_proto(s: &DpSession) -> pb::Session {
     }
 }
 
-fn plan_proto(p: &Plan) -> pb::Plan {
+/// A plan as the dataplane API takes it.
+pub fn plan_proto(p: &Plan) -> pb::Plan {
     pb::Plan {
         plan_id: p.id,
         name: p.name.clone(),
