@@ -309,6 +309,20 @@ pub struct RadiusSpec {
     #[serde(default = "default_interim_secs")]
     #[schemars(range(min = 60, max = 86_400))]
     pub interim_interval_secs: u32,
+    /// How an Access-Request proves the subscriber's password.
+    #[serde(default)]
+    pub auth_method: RadiusAuthMethod,
+}
+
+/// `pap` sends User-Password, which every server can check whatever form it stores
+/// passwords in; `chap` sends a CHAP response, so the password never travels, but the
+/// server must hold it in clear text (RFC 2865 §5.2, §5.3).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum RadiusAuthMethod {
+    #[default]
+    Pap,
+    Chap,
 }
 
 fn default_interim_secs() -> u32 {

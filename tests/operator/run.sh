@@ -181,6 +181,10 @@ t_bad_crs_are_refused() {
     'cidr must not have host bits set' || rc=1
   refused "gateway outside the pool" "$(bng_json gw '.spec.pools[0].gateway = "10.9.9.9"')" \
     'gateway must be inside cidr' || rc=1
+  refused "RADIUS authMethod outside pap|chap" "$(bng_json am '.spec.aaa = {"mode": "radius", "unknownSubscribers": "captive",
+      "radius": {"servers": [{"address": "192.0.2.10"}], "nasIdentifier": "lab", "authMethod": "mschap",
+                 "secretRef": {"name": "radius-secret", "key": "secret"}}}')" \
+    'authMethod: Unsupported value: "mschap"' || rc=1
   return $rc
 }
 
@@ -454,6 +458,8 @@ t_radius_bng_control_may_read_exactly_its_secret() {
                  "secretRef": {"name": "radius-secret", "key": "secret"}}}' |
     kubectl apply -f - || return 1
   eventually 30 k get role radius-control || return 1
+  # Written without authMethod: the API server stores the schema's default.
+  expect_eq "$(k get bng radius -o jsonpath='{.spec.aaa.radius.authMethod}')" pap "authMethod defaulted by the schema" || rc=1
   expect_eq "$(k get role radius-control -o json | jq -c '[.rules[] | select(.resources | index("secrets")) | {verbs, resourceNames}]')" \
     '[{"verbs":["get","watch","list"],"resourceNames":["radius-secret"]}]' "secret rule" || rc=1
   eventually 20 jq_true k get bng radius -o json -- \
@@ -547,7 +553,7 @@ t_real_binaries_accept_the_generated_workloads() {
   eventually 30 k get cm real-control || return 1
   # A RADIUS BNG: servers in the configuration, the shared secret from its mounted Secret.
   bng_json radius2 '.spec.dataplane.workerCores = 1 | .spec.aaa = {"mode": "radius", "unknownSubscribers": "captive",
-      "radius": {"servers": [{"address": "192.0.2.10"}], "nasIdentifier": "lab",
+      "radius": {"servers": [{"address": "192.0.2.10"}], "nasIdentifier": "lab", "authMethod": "chap",
                  "secretRef": {"name": "radius-secret", "key": "secret"}}}' | kubectl apply -f - || return 1
   eventually 30 k get cm relay-control || return 1
   eventually 30 k get cm radius2-control || return 1
@@ -578,6 +584,7 @@ t_real_binaries_accept_the_generated_workloads() {
     '"/etc/kbng-radius"' "RADIUS secret mount" || rc=1
   expect_eq "$(jq -c '.aaa.radius.servers' "$WORK/check/radius2/control.json")" \
     '[{"address":"192.0.2.10:1812","accountingAddress":"192.0.2.10:1813","secretFile":"/etc/kbng-radius/secret"}]' "RADIUS servers in the control config" || rc=1
+  expect_eq "$(jq -r '.aaa.radius.authMethod' "$WORK/check/radius2/control.json")" chap "RADIUS authMethod in the control config" || rc=1
   k delete bng relay radius2 --wait=false
   # The check is real: an unknown field in the same file is refused, naming it.
   jq '.surprise = 1' "$WORK/check/real/control.json" >"$WORK/check/real/bad.json"

@@ -6,7 +6,9 @@
 //! control checks by the same rules ([`kbng_crds::policy`]). In relay mode the relay agent
 //! address defaults to the first pool's gateway, as the control does.
 
-use kbng_crds::bng::{DhcpMode, GardenProtocol, PoolSpec, UnknownSubscriberPolicy};
+use kbng_crds::bng::{
+    DhcpMode, GardenProtocol, PoolSpec, RadiusAuthMethod, UnknownSubscriberPolicy,
+};
 use kbng_crds::plan::DirectionPolicy;
 use serde::Serialize;
 
@@ -78,6 +80,8 @@ pub struct AccountingFile {
 pub struct RadiusFile {
     pub servers: Vec<RadiusServerFile>,
     pub nas_identifier: String,
+    /// `pap` or `chap`, as the control's `aaa.radius.authMethod` reads it.
+    pub auth_method: RadiusAuthMethod,
     pub accounting: AccountingFile,
 }
 
@@ -202,6 +206,7 @@ pub(crate) fn render<'a>(base: &Base, inputs: &'a Inputs<'a>) -> ControlConfig<'
                     })
                     .collect(),
                 nas_identifier: r.nas_identifier.clone(),
+                auth_method: r.auth_method,
                 accounting: AccountingFile {
                     interim_secs: r.interim_interval_secs,
                 },

@@ -259,6 +259,7 @@ fn control_role_is_least_privilege() {
         },
         nas_identifier: "lab".into(),
         interim_interval_secs: 300,
+        auth_method: kbng_crds::bng::RadiusAuthMethod::Pap,
     });
     let rules = owned(&bng, &WorkloadConfig::default()).role.rules.unwrap();
     let secrets = rules
@@ -351,6 +352,7 @@ fn radius_servers_and_their_mounted_secret() {
         },
         nas_identifier: "lab".into(),
         interim_interval_secs: 600,
+        auth_method: kbng_crds::bng::RadiusAuthMethod::Pap,
     });
     let o = owned(&bng, &WorkloadConfig::default());
     let v: serde_json::Value =
@@ -360,7 +362,7 @@ fn radius_servers_and_their_mounted_secret() {
         serde_json::json!({"radius": {
             "servers": [{"address": "192.0.2.10:1812", "accountingAddress": "192.0.2.10:1813",
                          "secretFile": "/etc/kbng-radius/secret"}],
-            "nasIdentifier": "lab", "accounting": {"interimSecs": 600}}})
+            "nasIdentifier": "lab", "authMethod": "pap", "accounting": {"interimSecs": 600}}})
     );
     let pod = o.control.spec.unwrap().template.spec.unwrap();
     let vol = pod
@@ -374,6 +376,33 @@ fn radius_servers_and_their_mounted_secret() {
     assert_eq!(secret.items.unwrap()[0].key, "shared");
     let mount = pod.containers[0].volume_mounts.clone().unwrap();
     assert!(mount.iter().any(|m| m.mount_path == "/etc/kbng-radius"));
+}
+
+/// `aaa.radius.authMethod` reaches the control's `aaa.radius.authMethod`; a BNG written before
+/// the field existed (none in its spec) reads as PAP, the CRD's default.
+#[test]
+fn radius_auth_method_reaches_the_control_config() {
+    let rendered = |spec: serde_json::Value| {
+        let mut bng = sample_bng();
+        bng.spec.aaa = serde_json::from_value(spec).unwrap();
+        let o = owned(&bng, &WorkloadConfig::default());
+        let v: serde_json::Value =
+            serde_json::from_str(&o.config_map.data.unwrap()["control.json"]).unwrap();
+        v["aaa"]["radius"]["authMethod"].clone()
+    };
+    let aaa = |method: Option<&str>| {
+        let mut radius = serde_json::json!({"servers": [{"address": "192.0.2.10"}],
+            "secretRef": {"name": "radius", "key": "shared"}, "nasIdentifier": "lab"});
+        if let Some(m) = method {
+            radius["authMethod"] = m.into();
+        }
+        serde_json::json!({"mode": "radius", "unknownSubscribers": "captive", "radius": radius})
+    };
+    assert_eq!(rendered(aaa(Some("chap"))), "chap");
+    assert_eq!(rendered(aaa(Some("pap"))), "pap");
+    assert_eq!(rendered(aaa(None)), "pap");
+    let err = serde_json::from_value::<kbng_crds::bng::AaaSpec>(aaa(Some("mschap"))).unwrap_err();
+    assert!(err.to_string().contains("mschap"), "{err}");
 }
 
 /// The control verifies the licence itself: the ConfigMap carries the Licence as issued
