@@ -3,14 +3,16 @@
 # kbng-dataplane on veth pairs in network namespaces and real DHCP clients:
 #
 #   ns cN (client) ⇄ ns hub (bridge) ⇄ ns dut: kbng-dataplane ⇄ ns core (192.0.2.1, HTTP)
-#   kbng-control (host namespace) ── RADIUS auth/acct ──▶ freeradius -X (config generated here)
+#   kbng-control (host namespace) ── RADIUS auth/acct ──▶ freeradius -X (freeradius.sh)
 #        ▲ DAS (CoA/Disconnect, UDP)  ◀── radclient             on a loopback address of its own
 #
 # FreeRADIUS answers from a users file (MAC → Filter-Id naming the plan, Acct-Interim-Interval)
 # and writes accounting to a detail file, which the checks read. The control's first RADIUS
 # server is a dead port, so every first request proves failover. Midway the control restarts
-# with CHAP instead of PAP; at the end a drain and a clean shutdown end the accounting. Prints "ok - ..." or
-# "not ok - ..." per check; exits non-zero on any failure. Stops what it started by pid.
+# with CHAP instead of PAP; then a drain and a clean shutdown end the accounting; last, with
+# 8 s leases, a client killed without RELEASE runs out its lease (Stop with Session-Timeout).
+# Prints "ok - ..." or "not ok - ..." per check; exits non-zero on any failure. Stops what it
+# started by pid.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -64,13 +66,10 @@ fi
 dp_bin=$CARGO_TARGET_DIR/release/kbng-dataplane
 ctl_bin=$CARGO_TARGET_DIR/release/kbng-control
 
-# ---- FreeRADIUS: a minimal configuration of our own, in the foreground
-rdb=$tmp/raddb
-mkdir -p "$rdb/mods-config/files" "$tmp/radacct" "$tmp/run" "$tmp/log"
-echo "# no local attributes" >"$rdb/dictionary"
-: >"$rdb/mods-config/files/accounting"
-: >"$rdb/mods-config/files/pre-proxy"
-cat >"$rdb/mods-config/files/authorize" <<EOF
+# ---- FreeRADIUS: a minimal configuration of our own (freeradius.sh), in the foreground
+# shellcheck source=freeradius.sh
+source "$here/freeradius.sh"
+freeradius_conf "$tmp" "$rip" "$auth_port" "$acct_port" "$secret" <<EOF
 "02:00:00:00:0a:01" Cleartext-Password := "02:00:00:00:0a:01"
 	Filter-Id := "gold",
 	Acct-Interim-Interval := 3
@@ -87,115 +86,11 @@ cat >"$rdb/mods-config/files/authorize" <<EOF
 
 "02:00:00:00:0a:07" Cleartext-Password := "not-the-mac"
 	Filter-Id := "gold"
+
+"02:00:00:00:0a:08" Cleartext-Password := "02:00:00:00:0a:08"
+	Filter-Id := "gold"
 EOF
-cat >"$rdb/radiusd.conf" <<EOF
-prefix = /usr
-exec_prefix = /usr
-sysconfdir = /etc
-localstatedir = /var
-sbindir = /usr/sbin
-logdir = $tmp/log
-raddbdir = $rdb
-radacctdir = $tmp/radacct
-name = freeradius
-confdir = \${raddbdir}
-modconfdir = \${confdir}/mods-config
-run_dir = $tmp/run
-db_dir = $tmp
-libdir = /usr/lib/freeradius
-pidfile = $tmp/run/radiusd.pid
-max_request_time = 30
-cleanup_delay = 5
-max_requests = 1024
-hostname_lookups = no
-proxy_requests = no
-log {
-	destination = files
-	file = $tmp/log/radius.log
-	auth = yes
-}
-security {
-	allow_core_dumps = no
-	max_attributes = 200
-	reject_delay = 0
-	status_server = no
-}
-thread pool {
-	start_servers = 2
-	max_servers = 4
-	min_spare_servers = 1
-	max_spare_servers = 4
-	max_requests_per_server = 0
-}
-client kbng {
-	ipaddr = 127.0.0.1
-	secret = $secret
-	require_message_authenticator = yes
-}
-modules {
-	pap {
-		normalise = yes
-	}
-	chap {
-	}
-	files {
-		moddir = \${modconfdir}/files
-		filename = \${moddir}/authorize
-		acctusersfile = \${moddir}/accounting
-		preproxy_usersfile = \${moddir}/pre-proxy
-	}
-	detail {
-		filename = $tmp/radacct/detail
-		permissions = 0600
-		header = "%t"
-		locking = no
-	}
-}
-server default {
-	listen {
-		type = auth
-		ipaddr = $rip
-		port = $auth_port
-	}
-	listen {
-		type = acct
-		ipaddr = $rip
-		port = $acct_port
-	}
-	authorize {
-		files
-		chap
-		pap
-	}
-	authenticate {
-		Auth-Type PAP {
-			pap
-		}
-		Auth-Type CHAP {
-			chap
-		}
-	}
-	preacct {
-	}
-	accounting {
-		detail
-	}
-	post-auth {
-	}
-}
-EOF
-start_freeradius() { # appends to its log; sets rad_pid; true once it is ready
-    local mark
-    mark=$(grep -cs "Ready to process requests" "$tmp/freeradius.log")
-    freeradius -X -d "$rdb" >>"$tmp/freeradius.log" 2>&1 &
-    rad_pid=$!
-    for _ in $(seq 1 50); do
-        (($(grep -cs "Ready to process requests" "$tmp/freeradius.log") > mark)) && return 0
-        kill -0 "$rad_pid" 2>/dev/null || return 1
-        sleep 0.2
-    done
-    return 1
-}
+start_freeradius() { freeradius_start "$tmp"; }
 log "starting freeradius on $rip:$auth_port/$acct_port"
 if start_freeradius; then ok "freeradius runs with the generated configuration"; else
     bad "freeradius runs with the generated configuration" "$(tail -15 "$tmp/freeradius.log")"; exit 1; fi
@@ -427,6 +322,41 @@ if start_freeradius; then
         bad "a clean shutdown sends Accounting-Off" "$(tail -3 "$tmp/control.log")"; fi
 else
     bad "freeradius restarts for the drain" "$(tail -5 "$tmp/freeradius.log")"
+fi
+
+# ---- lease expiry: c8 stops without a RELEASE and never renews; when its 8 s lease runs out
+# the control ends the session, in both, and the Stop says Session-Timeout
+sed 's/leaseSecs: 600/leaseSecs: 8/' "$tmp/control.yaml" >"$tmp/short.yaml"
+if [[ -n $rad_pid ]] && start_control "$tmp/short.yaml"; then
+    client c8 02:00:00:00:0a:08
+    dhclient_in c8 -1 # a daemon once bound: it would renew at T1 (4 s)
+    # Its pid file is written by the daemon after the fork, so it may lag the parent's exit.
+    pid8= gone8=
+    for _ in $(seq 1 25); do
+        pid8=$(cat "$tmp/dhclient-c8.pid" 2>/dev/null)
+        [[ -n $pid8 ]] && kill -0 "$pid8" 2>/dev/null && break
+        pid8=; sleep 0.2
+    done
+    [[ -n $pid8 ]] && kill -9 "$pid8" # SIGKILL: it can send nothing more
+    for _ in $(seq 1 25); do [[ -n $pid8 ]] && ! kill -0 "$pid8" 2>/dev/null && { gone8=1; break; }; sleep 0.2; done
+    ip8=$(addr_of c8)
+    id8=$(session_of "$ip8" id)
+    asid8=$(printf '%016x' "${id8:-0}")
+    if [[ -n $gone8 && $(session_of "$ip8" leaseSecs) == 8 ]] && detail_has "$asid8" Start True && reach c8; then
+        ok "c8 is admitted by FreeRADIUS with an 8 s lease, accounted (Start) and forwards; its client is killed without RELEASE"; else
+        bad "c8 admitted with an 8 s lease" "ip=$ip8 id=$id8 dhclient=${pid8:-no pid} killed=${gone8:-no} $(tail -3 "$tmp/clients.log")"; fi
+    check "when c8's lease runs out FreeRADIUS gets its Stop with Acct-Terminate-Cause Session-Timeout" \
+        wait_for 20 detail_has "$asid8" Stop "r.get('Acct-Terminate-Cause') == 'Session-Timeout' and int(r.get('Acct-Session-Time', -1)) >= 7"
+    listed=$(apiget "/v1/sessions?limit=1000&mac=02:00:00:00:0a:08" | py '[s["id"] for s in d["sessions"]]')
+    by_id=$(curl -s -o /dev/null -w '%{http_code}' "http://$api/v1/sessions/$id8")
+    orphans=$(apiget /v1/audit | py 'sorted(i for x in d for i in x["diff"]["orphans"])')
+    fwd=$(inns c8 curl -s -m 2 http://192.0.2.1:8080/ 2>/dev/null)
+    if [[ $listed == "[]" && $by_id == 404 && $orphans == "[]" && $fwd != *kbng-core* ]] && audit_clean; then
+        ok "c8's session is gone: the control lists none for its MAC, its id is 404, the dataplane's orphan list is empty, its traffic stops"; else
+        bad "c8's session is gone from control and dataplane" "listed=$listed by_id=$by_id orphans=$orphans forwarded=${fwd:0:20}"; fi
+    stop_control >/dev/null
+else
+    bad "the control restarts with 8 s leases for the expiry check" "$(tail -3 "$tmp/control.log")"
 fi
 
 if ((failed)); then
