@@ -7,6 +7,8 @@
 #   ns ctl: kbng-control (giaddr 100.64.0.1 on lo, API on 127.0.0.1) r0 203.0.113.1
 #        ⇄ k0 203.0.113.2 ns srv: Kea (memfile, WARN) + a sniffer of what the relay sends
 #   relay.servers = [203.0.113.3 (nobody: failover), 203.0.113.2 (Kea)]
+#   late in the run: the control restarts with a FreeRADIUS (tests/radius/freeradius.sh) on ns
+#   ctl's loopback, and a relayed subscriber is authorised and accounted there
 #
 # Installs nothing (tests/relay/PACKAGES). Every process it starts is stopped by its pid and
 # every namespace deleted on exit. One line per check ("ok - ..." / "not ok - ..."), then
@@ -26,6 +28,7 @@ ctl_pid=
 kea_pid=
 sniff_pid=
 www_pid=
+rad_pid=
 
 log() { printf '[%s] %s\n' "$(date +%T)" "$*" >&2; }
 ok() { passed=$((passed + 1)); echo "ok - $1"; }
@@ -35,14 +38,14 @@ source "$root/tests/lib/netns.sh"
 
 cleanup() {
     set +e
-    for p in $ctl_pid $kea_pid $sniff_pid $www_pid; do kill -9 "$p" 2>/dev/null; done
+    for p in $ctl_pid $kea_pid $sniff_pid $www_pid $rad_pid; do kill -9 "$p" 2>/dev/null; done
     dataplane_stop
     topology_down # kills what still runs inside the namespaces (dhclient daemons), by pid
     [[ ${KEEP_TMP:-0} == 1 ]] || rm -rf "$tmp"
 }
 trap cleanup EXIT
 
-for tool in ip ethtool dhclient udhcpc curl python3 kea-dhcp4; do
+for tool in ip ethtool dhclient udhcpc curl python3 kea-dhcp4 freeradius; do
     command -v "$tool" >/dev/null || { echo "not ok - missing $tool (see tests/relay/PACKAGES)"; echo "0 passed, 1 failed"; exit 1; }
 done
 /usr/bin/python3 -c 'import scapy' 2>/dev/null || { echo "not ok - missing python3-scapy"; echo "0 passed, 1 failed"; exit 1; }
@@ -153,8 +156,8 @@ audit_clean() {
     echo "$a"
     echo "$a" | jq_py 'all(not x["diff"]["leaks"] and not x["diff"]["orphans"] and not x["diff"]["mismatched"] for x in d)' | grep -q True
 }
-start_control() {
-    ip netns exec "$(ns ctl)" "$ctl_bin" --config "$tmp/control.yaml" --log info >>"$tmp/control.log" 2>&1 &
+start_control() { # [CONFIG]: the relay configuration above unless named
+    ip netns exec "$(ns ctl)" "$ctl_bin" --config "${1:-$tmp/control.yaml}" --log info >>"$tmp/control.log" 2>&1 &
     ctl_pid=$!
     control_wait_connected "$api" ctl
 }
@@ -299,6 +302,62 @@ rel=$(($(counter "relay: RELEASE relayed") - rel_before))
 kea_rel=$(grep -c '"type": 7,' "$tmp/relayed.jsonl")
 if [[ $n == 0 && $rel -ge 1 && $kea_rel -ge 1 ]] && audit_clean >/dev/null; then
     ok release_reaches_kea_and_removes_the_session_in_both; else bad release_reaches_kea_and_removes_the_session_in_both "left=$n relayed=$rel at_kea=$kea_rel"; fi
+
+# ---- RADIUS in relay mode: the control restarts with a real FreeRADIUS (in its namespace, on
+# its loopback) instead of the subscribers file; a session built from Kea's ACK is authorised
+# there, takes its plan from the Access-Accept and is accounted
+# shellcheck source=../radius/freeradius.sh
+source "$root/tests/radius/freeradius.sh"
+rad_secret=kbng-relay-radius-$$
+echo "$rad_secret" >"$tmp/radius-secret"
+freeradius_conf "$tmp/fr" 127.0.0.1 1812 1813 "$rad_secret" <<EOF
+"02:00:00:00:02:05" Cleartext-Password := "02:00:00:00:02:05"
+	Filter-Id := "silver"
+EOF
+grep -v '^subscribersFile:' "$tmp/control.yaml" |
+    sed 's/^plans: .*/plans: [{name: gold, id: 10, rateBps: 100000000}, {name: silver, id: 11, rateBps: 20000000}]/' >"$tmp/radius.yaml"
+cat >>"$tmp/radius.yaml" <<EOF
+aaa:
+  radius:
+    servers: [{address: "127.0.0.1:1812", accountingAddress: "127.0.0.1:1813", secretFile: $tmp/radius-secret}]
+    nasIdentifier: kbng-relay
+    timeoutMs: 500
+    retries: 1
+EOF
+detail() { /usr/bin/python3 "$root/tests/radius/detail.py" "$tmp/fr/radacct/detail"; }
+detail_has() { # ACCT-SESSION-ID STATUS PYTHON-CONDITION-ON-r
+    detail | jq_py "any(r.get('Acct-Session-Id') == '$1' and r.get('Acct-Status-Type') == '$2' and ($3) for r in d)" | grep -q True
+}
+wait_for() { # SECONDS COMMAND...
+    local n=$(($1 * 5)); shift
+    for _ in $(seq 1 "$n"); do "$@" && return 0; sleep 0.2; done
+    return 1
+}
+kill -TERM "$ctl_pid"
+for _ in $(seq 1 150); do kill -0 "$ctl_pid" 2>/dev/null || break; sleep 0.2; done
+kill -9 "$ctl_pid" 2>/dev/null; wait "$ctl_pid" 2>/dev/null; ctl_pid=
+if freeradius_start "$tmp/fr" ip netns exec "$(ns ctl)" && start_control "$tmp/radius.yaml"; then
+    client c5 02:00:00:00:02:05
+    if dhclient_run c5 -1 && c5_ip=$(addr_of c5) && in_kea_pool "$c5_ip" && reach c5; then
+        ok "radius_relayed_subscriber_gets_a_kea_address_and_reaches_core ($c5_ip)"; else
+        bad radius_relayed_subscriber_gets_a_kea_address_and_reaches_core "ip=${c5_ip:-} $(tail -3 "$tmp/clients.log")"; fi
+    c5_ip=${c5_ip:-none}
+    id5=$(session_field "$c5_ip" id); p5=$(session_field "$c5_ip" planId); ls5=$(session_field "$c5_ip" leaseSecs)
+    asid5=$(printf '%016x' "${id5:-0}" 2>/dev/null)
+    # silver is only named by FreeRADIUS: the default plan is gold and no subscribers file is read.
+    if [[ $p5 == 11 && $ls5 == 60 ]] && grep -q 'Login OK.*02:00:00:00:02:05' "$tmp/fr/freeradius.log" && audit_clean >/dev/null; then
+        ok "radius_authorises_the_relayed_session (FreeRADIUS Login OK, plan silver from its Filter-Id, Kea's 60 s lease, in control and dataplane)"; else
+        bad radius_authorises_the_relayed_session "plan=$p5 lease=$ls5 $(grep -i 'login' "$tmp/fr/freeradius.log" | tail -3)"; fi
+    if wait_for 5 detail_has "$asid5" Start "r.get('Framed-IP-Address') == '$c5_ip' and r.get('NAS-Identifier') == 'kbng-relay' and r.get('User-Name') == '02:00:00:00:02:05'"; then
+        ok "radius_accounting_start_of_the_relayed_session (Acct-Session-Id $asid5, Framed-IP-Address $c5_ip)"; else
+        bad radius_accounting_start_of_the_relayed_session "$(detail)"; fi
+    dhclient_run c5 -r
+    if wait_for 5 detail_has "$asid5" Stop "r.get('Acct-Terminate-Cause') == 'User-Request'" && [[ $(count_ip "$c5_ip") == 0 ]]; then
+        ok radius_accounting_stop_after_the_relayed_release; else
+        bad radius_accounting_stop_after_the_relayed_release "left=$(count_ip "$c5_ip") $(detail)"; fi
+else
+    bad radius_in_relay_mode_starts "$(tail -5 "$tmp/fr/freeradius.log" "$tmp/control.log")"
+fi
 
 # ---- Kea stopped: a new client gets no session, and the silence is counted
 kill -TERM "$kea_pid" 2>/dev/null; wait "$kea_pid" 2>/dev/null; kea_pid=
