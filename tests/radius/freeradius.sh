@@ -8,6 +8,12 @@
 #   freeradius_start DIR [PREFIX...]
 #       starts `freeradius -X` in the foreground (under PREFIX, e.g. `ip netns exec NS`),
 #       appending to DIR/freeradius.log; sets rad_pid; true once it is ready (10 s at most).
+#   freeradius_records DIR
+#       the accounting records FreeRADIUS wrote, as a JSON list of {attribute: value}.
+#   freeradius_has DIR ACCT-SESSION-ID STATUS PYTHON-CONDITION-ON-r
+#       true when a record of that session and Acct-Status-Type meets the condition.
+#   wait_for SECONDS COMMAND...
+#       retries COMMAND every 0.2 s until it succeeds, for SECONDS at most.
 #
 # Nothing from /etc/freeradius is read: the configuration is minimal and complete, so a
 # Debian default (its clients, its listeners on 1812) never takes part.
@@ -129,5 +135,21 @@ freeradius_start() {
         kill -0 "$rad_pid" 2>/dev/null || return 1
         sleep 0.2
     done
+    return 1
+}
+
+freeradius_records() {
+    /usr/bin/python3 "$(dirname "${BASH_SOURCE[0]}")/detail.py" "$1/radacct/detail"
+}
+
+freeradius_has() {
+    freeradius_records "$1" | /usr/bin/python3 -c "import json,sys; d=json.load(sys.stdin)
+print(any(r.get('Acct-Session-Id') == '$2' and r.get('Acct-Status-Type') == '$3' and ($4) for r in d))" | grep -q True
+}
+
+wait_for() {
+    local n=$(($1 * 5))
+    shift
+    for _ in $(seq 1 "$n"); do "$@" && return 0; sleep 0.2; done
     return 1
 }

@@ -164,21 +164,13 @@ audit_clean() {
     a=$(apiget /v1/audit) || return 1
     echo "$a" | py 'all(not x["diff"]["leaks"] and not x["diff"]["orphans"] and not x["diff"]["mismatched"] for x in d)' | grep -q True
 }
-detail() { /usr/bin/python3 "$here/detail.py" "$tmp/radacct/detail"; }
+detail() { freeradius_records "$tmp"; }
 # nas_record STATUS: a record of that status names this NAS and no subscriber
 nas_record() {
     detail | py "any(r.get('Acct-Status-Type') == '$1' and r.get('NAS-Identifier') == 'kbng-e2e' and r.get('NAS-IP-Address') == '127.0.0.1' and not {'User-Name', 'Framed-IP-Address', 'Acct-Input-Octets', 'Calling-Station-Id'} & set(r) for r in d)" | grep -q True
 }
 nas_count() { detail | py "sum(1 for r in d if r.get('Acct-Status-Type') == '$1')"; }
-# detail_has SESSION-ID STATUS PYTHON-CONDITION-ON-r: a record of that session and status exists
-detail_has() {
-    detail | py "any(r.get('Acct-Session-Id') == '$1' and r.get('Acct-Status-Type') == '$2' and ($3) for r in d)" | grep -q True
-}
-wait_for() { # seconds command...: retry for up to that many seconds
-    local n=$(($1 * 5)); shift
-    for _ in $(seq 1 "$n"); do "$@" && return 0; sleep 0.2; done
-    return 1
-}
+detail_has() { freeradius_has "$tmp" "$@"; }
 addr_of() { inns "$1" ip -4 -o addr show dev e0 | awk '{print $4}' | cut -d/ -f1 | head -1; }
 reach() { local _i; for _i in 1 2 3 4 5 6 7 8; do inns "$1" curl -s -m 2 http://192.0.2.1:8080/ 2>/dev/null | grep -q kbng-core && return 0; sleep 1; done; return 1; }
 coa() { # KIND SECRET ATTRS...: radclient's output (-x), one try, 3 s timeout

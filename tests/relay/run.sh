@@ -324,15 +324,8 @@ aaa:
     timeoutMs: 500
     retries: 1
 EOF
-detail() { /usr/bin/python3 "$root/tests/radius/detail.py" "$tmp/fr/radacct/detail"; }
-detail_has() { # ACCT-SESSION-ID STATUS PYTHON-CONDITION-ON-r
-    detail | jq_py "any(r.get('Acct-Session-Id') == '$1' and r.get('Acct-Status-Type') == '$2' and ($3) for r in d)" | grep -q True
-}
-wait_for() { # SECONDS COMMAND...
-    local n=$(($1 * 5)); shift
-    for _ in $(seq 1 "$n"); do "$@" && return 0; sleep 0.2; done
-    return 1
-}
+detail() { freeradius_records "$tmp/fr"; }
+detail_has() { freeradius_has "$tmp/fr" "$@"; }
 kill -TERM "$ctl_pid"
 for _ in $(seq 1 150); do kill -0 "$ctl_pid" 2>/dev/null || break; sleep 0.2; done
 kill -9 "$ctl_pid" 2>/dev/null; wait "$ctl_pid" 2>/dev/null; ctl_pid=
