@@ -67,7 +67,9 @@ async fn main() -> anyhow::Result<()> {
     }
     let cfg = Arc::new(cfg);
     let metrics = kbng_telemetry::metrics::ControlMetrics::new(&telemetry.meter());
-    kbng_control::observe::install(kbng_control::observe::Observer::new(metrics, &cfg));
+    kbng_control::observe::install(
+        kbng_control::observe::Observer::new(metrics, &cfg).with_spans(telemetry.exports().traces),
+    );
 
     let cap = cfg.initial_cap();
     tracing::info!(cap = cap.max_sessions, source = ?cap.source, "licence cap");

@@ -66,6 +66,10 @@ pub struct Observer {
     metrics: ControlMetrics,
     backend: AaaBackend,
     plan_names: HashMap<u32, String>,
+    /// Build onboarding spans. Off when no trace exporter is configured: the spans would be
+    /// built and dropped unseen, and building them was 8% of the control's CPU per DORA
+    /// (perf, `tests/bench/results/2026-12-01-dhcp-control-profile.md`). Metrics stay on.
+    spans: bool,
     inner: Mutex<Inner>,
 }
 
@@ -74,6 +78,9 @@ struct Inner {
     /// When the input now being handled reached the engine.
     mark: Option<Instant>,
     onboardings: HashMap<SessionId, Onboarding>,
+    /// Onboardings whose session is installed, by dataplane, waiting for their ACK to be
+    /// handed over ([`replies_sent`] takes them without scanning every onboarding).
+    programmed: Vec<(u32, SessionId)>,
     untraced: u64,
     gauges_due: Option<Instant>,
     reported: HashSet<(SessionState, String)>,
@@ -81,14 +88,15 @@ struct Inner {
 
 #[derive(Debug)]
 struct Onboarding {
-    root: TimedSpan,
+    /// None when spans are off ([`Observer::spans`]); so are `step` and the span of `aaa`.
+    root: Option<TimedSpan>,
     started: Instant,
     /// Started by a DISCOVER (a DORA), not by a REQUEST for a lost session.
     dora: bool,
     dataplane: u32,
     /// The DHCP exchange in progress (`dhcp.discover` or `dhcp.request`).
     step: Option<TimedSpan>,
-    aaa: Option<(TimedSpan, Instant)>,
+    aaa: Option<(Option<TimedSpan>, Instant)>,
     phase: Phase,
 }
 
@@ -113,8 +121,16 @@ impl Observer {
                 AaaBackend::Local
             },
             plan_names: cfg.plans.iter().map(|p| (p.id, p.name.clone())).collect(),
+            spans: true,
             inner: Mutex::default(),
         }
+    }
+
+    /// Whether onboarding spans are built (`true` by default): pass whether traces are
+    /// exported.
+    pub fn with_spans(mut self, on: bool) -> Self {
+        self.spans = on;
+        self
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -184,17 +200,16 @@ fn changed(
                 && matches!(ob.phase, Phase::Authorizing | Phase::Offered)
             {
                 end_aaa(o, ob, engine, id, now);
-                let step = ob
-                    .step
-                    .take()
-                    .unwrap_or_else(|| ob.root.child("dhcp.request", wall_time(start), Vec::new()));
-                step.set_attribute(KeyValue::new("dhcp.reply", "ACK"));
-                step.end_at(wall_time(now), None);
-                ob.root
-                    .set_attribute(KeyValue::new("session.state", state.to_owned()));
-                if let Some(g) = engine.session(id).and_then(|s| s.state.bound()) {
-                    ob.root
-                        .set_attribute(KeyValue::new("plan", o.plan(g.1.plan_id()).to_owned()));
+                if let Some(root) = &ob.root {
+                    let step = ob.step.take().unwrap_or_else(|| {
+                        root.child("dhcp.request", wall_time(start), Vec::new())
+                    });
+                    step.set_attribute(KeyValue::new("dhcp.reply", "ACK"));
+                    step.end_at(wall_time(now), None);
+                    root.set_attribute(KeyValue::new("session.state", state.to_owned()));
+                    if let Some(g) = engine.session(id).and_then(|s| s.state.bound()) {
+                        root.set_attribute(KeyValue::new("plan", o.plan(g.1.plan_id()).to_owned()));
+                    }
                 }
                 ob.phase = Phase::Bound;
             }
@@ -205,10 +220,12 @@ fn changed(
                 if let Some(step) = ob.step.take() {
                     step.end_at(wall_time(now), Some(format!("session {state}")));
                 }
-                ob.root.end_at(
-                    wall_time(now),
-                    Some(format!("session {state} before it was programmed")),
-                );
+                if let Some(root) = ob.root {
+                    root.end_at(
+                        wall_time(now),
+                        Some(format!("session {state} before it was programmed")),
+                    );
+                }
             }
         }
         _ => {}
@@ -229,7 +246,34 @@ fn begin(o: &Observer, i: &mut Inner, engine: &Engine, id: SessionId, dora: bool
         }
         return;
     }
-    let at = wall_time(start);
+    let (root, step, aaa) = if o.spans {
+        let (root, step, aaa) = spans(o, s, id, dora, wall_time(start));
+        (Some(root), Some(step), Some(aaa))
+    } else {
+        (None, None, None)
+    };
+    i.onboardings.insert(
+        id,
+        Onboarding {
+            root,
+            started: start,
+            dora,
+            dataplane: s.line.dataplane,
+            step,
+            aaa: Some((aaa, start)),
+            phase: Phase::Authorizing,
+        },
+    );
+}
+
+/// The root, first step and AAA spans of a new onboarding, all started `at`.
+fn spans(
+    o: &Observer,
+    s: &crate::core::engine::Session,
+    id: SessionId,
+    dora: bool,
+    at: std::time::SystemTime,
+) -> (TimedSpan, TimedSpan, TimedSpan) {
     let root = TimedSpan::root(
         "onboarding",
         at,
@@ -258,18 +302,7 @@ fn begin(o: &Observer, i: &mut Inner, engine: &Engine, id: SessionId, dora: bool
         vec![KeyValue::new("aaa.backend", o.backend.as_str())],
     );
     tracing::debug!(session = id, trace = %root.trace_id(), "onboarding traced");
-    i.onboardings.insert(
-        id,
-        Onboarding {
-            root,
-            started: start,
-            dora,
-            dataplane: s.line.dataplane,
-            step: Some(step),
-            aaa: Some((aaa, start)),
-            phase: Phase::Authorizing,
-        },
-    );
+    (root, step, aaa)
 }
 
 /// Ends the AAA span of `ob` (if still open) with the decision the engine now shows.
@@ -293,8 +326,10 @@ fn end_aaa(o: &Observer, ob: &mut Onboarding, engine: &Engine, id: SessionId, no
         None => AaaResult::Reject,
     };
     o.metrics.record_aaa(o.backend, result, elapsed);
-    span.set_attribute(KeyValue::new("aaa.result", result.as_str()));
-    span.end_at(wall_time(now), None);
+    if let Some(span) = span {
+        span.set_attribute(KeyValue::new("aaa.result", result.as_str()));
+        span.end_at(wall_time(now), None);
+    }
 }
 
 /// A tracing span for a programming RPC of `kind` carrying `ids`: a child of the first
@@ -313,14 +348,15 @@ pub fn programming_span(kind: &'static str, ids: &[SessionId]) -> tracing::Span 
         for id in ids {
             if let Some(ob) = i.onboardings.get(id)
                 && ob.phase == Phase::Bound
+                && let Some(root) = &ob.root
             {
                 match parent {
                     None => {
-                        ob.root.adopt(&span);
+                        root.adopt(&span);
                         span.record("session.id", *id);
                         parent = Some(*id);
                     }
-                    Some(_) => ob.root.link_from(&span),
+                    Some(_) => root.link_from(&span),
                 }
             }
         }
@@ -348,6 +384,7 @@ pub fn programmed(sessions: usize, ok: bool, elapsed: Duration, installed: &[Ses
                     && ob.phase == Phase::Bound
                 {
                     ob.phase = Phase::Programmed;
+                    i.programmed.push((ob.dataplane, *id));
                 }
             }
         }
@@ -358,22 +395,32 @@ pub fn programmed(sessions: usize, ok: bool, elapsed: Duration, installed: &[Ses
 /// it installed are complete.
 pub fn replies_sent(dataplane: u32) {
     with(|o, i| {
-        let now = Instant::now();
-        let done: Vec<SessionId> = i
-            .onboardings
-            .iter()
-            .filter(|(_, ob)| ob.dataplane == dataplane && ob.phase == Phase::Programmed)
-            .map(|(id, _)| *id)
-            .collect();
-        for id in done {
-            if let Some(ob) = i.onboardings.remove(&id) {
-                let took = now.saturating_duration_since(ob.started);
-                if ob.dora {
-                    o.metrics.record_dora(took);
-                }
-                ob.root.end_at(wall_time(now), None);
-            }
+        if i.programmed.is_empty() {
+            return;
         }
+        let now = Instant::now();
+        let mut programmed = std::mem::take(&mut i.programmed);
+        programmed.retain(|&(dp, id)| {
+            if dp != dataplane {
+                return true;
+            }
+            // Gone or no longer waiting: released or abandoned meanwhile, ended there.
+            let waiting = i
+                .onboardings
+                .get(&id)
+                .is_some_and(|ob| ob.phase == Phase::Programmed);
+            if let Some(ob) = waiting.then(|| i.onboardings.remove(&id)).flatten() {
+                if ob.dora {
+                    o.metrics
+                        .record_dora(now.saturating_duration_since(ob.started));
+                }
+                if let Some(root) = ob.root {
+                    root.end_at(wall_time(now), None);
+                }
+            }
+            false
+        });
+        i.programmed = programmed;
     });
 }
 
@@ -425,13 +472,15 @@ fn abandon_stale(i: &mut Inner, now: Instant) {
     for id in stale {
         if let Some(mut ob) = i.onboardings.remove(&id) {
             let why = format!("not completed within {} s", ABANDON_AFTER.as_secs());
-            if let Some((span, _)) = ob.aaa.take() {
+            if let Some((Some(span), _)) = ob.aaa.take() {
                 span.end_at(wall_time(now), Some(why.clone()));
             }
             if let Some(step) = ob.step.take() {
                 step.end_at(wall_time(now), Some(why.clone()));
             }
-            ob.root.end_at(wall_time(now), Some(why));
+            if let Some(root) = ob.root {
+                root.end_at(wall_time(now), Some(why));
+            }
         }
     }
 }
