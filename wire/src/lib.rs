@@ -35,6 +35,7 @@ pub mod dhcpv4_relay;
 pub mod dhcpv4_repr;
 pub mod error;
 pub mod ethernet;
+pub mod fastpath;
 pub mod frame;
 pub mod ipv4;
 pub mod radius;

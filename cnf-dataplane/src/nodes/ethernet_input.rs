@@ -12,13 +12,14 @@
 //! Counters: see [`EthernetInputCounter`].
 //! Per-core state: the counters only.
 
+use kbng_wire::fastpath::{L2Ipv4, l2_ipv4};
 use kbng_wire::ipv4::protocol;
 use kbng_wire::{ArpOp, ArpPacket, Ipv4Packet, ethernet::ethertype, parse_l2};
 
 use super::{NodeEnv, be16, enqueue};
 use crate::counters::{BurstCounts, NodeCounters};
 use crate::node_counters;
-use crate::packet::{Direction, Frame, PacketBuf, Pkt, PortId};
+use crate::packet::{Direction, Frame, Meta, PacketBuf, Pkt, PortId};
 use crate::punt::PuntReason;
 use crate::tables::AccessTable;
 
@@ -75,6 +76,45 @@ pub struct EthernetInputNode {
 }
 
 impl EthernetInputNode {
+    /// Classify a well-formed IPv4 frame and fill its metadata; `dport` is the UDP
+    /// destination port if the packet is UDP (read by the caller, which holds the bytes).
+    #[inline(always)]
+    fn ipv4(
+        env: &NodeEnv,
+        m: &mut Meta,
+        access: bool,
+        f: &L2Ipv4,
+        dport: u16,
+    ) -> EthernetInputNext {
+        use EthernetInputNext as N;
+        m.l3 = f.l3 as u16;
+        m.outer_vid = f.outer_vid;
+        m.inner_vid = f.inner_vid;
+        if access && f.protocol == protocol::UDP && !f.fragment && (dport == 67 || dport == 68) {
+            return N::Punt(PuntReason::Dhcp);
+        }
+        let ours = if access {
+            env.access_mac
+        } else {
+            env.uplink_mac
+        };
+        if f.dst != ours {
+            return N::Drop(EthernetInputCounter::NotOurMac);
+        }
+        m.dir = if access {
+            Direction::Up
+        } else {
+            Direction::Down
+        };
+        // Later nodes read these from the metadata, which sits in the frame array, instead
+        // of touching the packet again.
+        m.src_mac = f.src;
+        m.src_ip = f.src_ip;
+        m.dst_ip = f.dst_ip;
+        m.ip_len = f.total_len;
+        N::SessionLookup
+    }
+
     /// Classify one packet and fill its L2 metadata.
     #[inline(always)]
     pub fn classify<P: PacketBuf>(
@@ -86,6 +126,11 @@ impl EthernetInputNode {
         use EthernetInputCounter as C;
         use EthernetInputNext as N;
         let data = pkt.buf.data();
+        let access = pkt.meta.rx_port == PortId::Access;
+        if let Some(f) = l2_ipv4(data) {
+            let dport = be16(data, f.l3 + f.header_len + 2);
+            return Self::ipv4(env, &mut pkt.meta, access, &f, dport);
+        }
         let Ok(l2) = parse_l2(data) else {
             return N::Drop(C::BadL2);
         };
@@ -95,39 +140,28 @@ impl EthernetInputNode {
         m.outer_vid = l2.outer_vid().unwrap_or(0);
         m.inner_vid = l2.inner_vid().unwrap_or(0);
         let payload = data.get(l3..).unwrap_or(&[]);
-        let access = m.rx_port == PortId::Access;
         match l2.ethertype {
+            // Well-formed IPv4 of at least the fast prefix took the fast path above; this is
+            // what remains (short, or malformed), read by the generic parser for the error.
             ethertype::IPV4 => {
                 let Ok(ip) = Ipv4Packet::new_checked(payload) else {
                     return N::Drop(C::BadIpv4);
                 };
-                if access && ip.protocol() == protocol::UDP && !ip.is_fragment() {
-                    let l4 = ip.header_len();
-                    let dport = be16(payload, l4 + 2);
-                    if dport == 67 || dport == 68 {
-                        return N::Punt(PuntReason::Dhcp);
-                    }
-                }
-                let ours = if access {
-                    env.access_mac
-                } else {
-                    env.uplink_mac
+                let f = L2Ipv4 {
+                    dst: l2.dst.0,
+                    src: l2.src.0,
+                    outer_vid: m.outer_vid,
+                    inner_vid: m.inner_vid,
+                    l3,
+                    header_len: ip.header_len(),
+                    total_len: ip.total_len(),
+                    protocol: ip.protocol(),
+                    fragment: ip.is_fragment(),
+                    src_ip: u32::from(ip.src()),
+                    dst_ip: u32::from(ip.dst()),
                 };
-                if l2.dst.0 != ours {
-                    return N::Drop(C::NotOurMac);
-                }
-                m.dir = if access {
-                    Direction::Up
-                } else {
-                    Direction::Down
-                };
-                // Later nodes read these from the metadata, which sits in the frame array,
-                // instead of touching the packet again.
-                m.src_mac = l2.src.0;
-                m.src_ip = u32::from(ip.src());
-                m.dst_ip = u32::from(ip.dst());
-                m.ip_len = ip.total_len();
-                N::SessionLookup
+                let dport = be16(payload, f.header_len + 2);
+                Self::ipv4(env, m, access, &f, dport)
             }
             ethertype::ARP => {
                 let Ok(arp) = ArpPacket::new_checked(payload) else {

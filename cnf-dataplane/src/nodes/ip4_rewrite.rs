@@ -15,7 +15,7 @@
 //! Counters: see [`Ip4RewriteCounter`].
 //! Per-core state: the counters.
 
-use kbng_wire::Ipv4Packet;
+use kbng_wire::fastpath::decrement_ttl;
 
 use super::{NodeEnv, enqueue};
 use crate::counters::{BurstCounts, NodeCounters};
@@ -91,8 +91,9 @@ impl Ip4RewriteNode {
     ) -> Ip4RewriteNext {
         use Ip4RewriteCounter as C;
         let l3 = usize::from(pkt.meta.l3);
+        // ethernet-input validated this header and nothing since has moved it.
         let ttl_ok = match pkt.buf.data_mut().get_mut(l3..) {
-            Some(b) => Ipv4Packet::new_checked(b).is_ok_and(|mut ip| ip.decrement_ttl()),
+            Some(b) => decrement_ttl(b),
             None => false,
         };
         if !ttl_ok {
