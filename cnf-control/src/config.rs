@@ -172,6 +172,14 @@ pub struct PacingFile {
     pub rate_per_sec: u64,
     pub burst: u64,
     pub queue: usize,
+    /// Longest a DISCOVER waits in the pacing queue before it is dropped as stale
+    /// (default 4,000: a client's first retransmission, RFC 2131 §4.1).
+    #[serde(default = "default_max_wait_ms")]
+    pub max_wait_ms: u64,
+}
+
+fn default_max_wait_ms() -> u64 {
+    4000
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -407,15 +415,20 @@ impl ConfigFile {
                 rate_per_sec: 2000,
                 burst: 200,
                 queue: 20_000,
+                max_wait_ns: default_max_wait_ms() * 1_000_000,
             },
             |p| PacingConfig {
                 rate_per_sec: p.rate_per_sec,
                 burst: p.burst,
                 queue: p.queue,
+                max_wait_ns: p.max_wait_ms.saturating_mul(1_000_000),
             },
         );
         if pacing.rate_per_sec == 0 || pacing.burst == 0 {
             problems.push("pacing: ratePerSec and burst must be non-zero".into());
+        }
+        if pacing.max_wait_ns == 0 {
+            problems.push("pacing: maxWaitMs must be non-zero".into());
         }
         let relay = crate::relay::config::validate(
             self.dhcp.as_ref(),
@@ -497,6 +510,20 @@ walledGarden: {portalUrl: "http://192.0.2.80/", allowed: [{prefix: 192.0.2.80/32
         let f: ConfigFile = serde_yaml_ng::from_str(&bad).unwrap();
         let problems = f.validate().unwrap_err();
         assert_eq!(problems.len(), 4, "{problems:#?}");
+    }
+
+    #[test]
+    fn pacing_max_wait_defaults_to_a_retransmission_and_refuses_zero() {
+        let with = |p: &str| {
+            let f: ConfigFile = serde_yaml_ng::from_str(&format!("{GOOD}\npacing: {p}\n")).unwrap();
+            f.validate()
+        };
+        let c = with("{ratePerSec: 100, burst: 10, queue: 50}").unwrap();
+        assert_eq!(c.engine.pacing.max_wait_ns, 4_000_000_000);
+        let c = with("{ratePerSec: 100, burst: 10, queue: 50, maxWaitMs: 250}").unwrap();
+        assert_eq!(c.engine.pacing.max_wait_ns, 250_000_000);
+        let p = with("{ratePerSec: 100, burst: 10, queue: 50, maxWaitMs: 0}").unwrap_err();
+        assert!(p.iter().any(|e| e.contains("maxWaitMs")), "{p:?}");
     }
 
     #[test]

@@ -179,8 +179,9 @@ class Kbng:
         store = f"{self.tmp}/sessions-{self.generation}.redb"
         with open(f"{self.tmp}/cap", "w") as f:
             f.write("100000000\n")
-        # The queue holds a quarter second at the paced rate: a DISCOVER that waited longer than
-        # the client's retransmission interval (perfdhcp's drop time is 1 s) is wasted work.
+        # The queue holds a quarter second at the paced rate, and a DISCOVER that waited longer
+        # than the client's retransmission interval (perfdhcp's drop time, 1 s) is dropped as
+        # stale (counted as "pacing stale dropped"): answering it would be wasted work.
         cfg = f"""dataplanes: ["unix:{self.sock}"]
 pools:
   - {{name: p0, cidr: 100.64.0.0/12, gateway: {SERVER}, leaseSecs: 3600, dns: [192.0.2.53], exclusions: [100.64.0.2/32]}}
@@ -193,7 +194,7 @@ store: {store}
 apiListen: "{self.api}"
 walledGarden: {{portalUrl: "http://portal.kbng.test/login"}}
 maxSessionsPerLine: 4000000000
-pacing: {{ratePerSec: {int(pacing_rate)}, burst: {max(64, int(pacing_rate) // 10)}, queue: {max(64, int(pacing_rate) // 4)}}}
+pacing: {{ratePerSec: {int(pacing_rate)}, burst: {max(64, int(pacing_rate) // 10)}, queue: {max(64, int(pacing_rate) // 4)}, maxWaitMs: 1000}}
 """
         with open(f"{self.tmp}/control.yaml", "w") as f:
             f.write(cfg)

@@ -225,6 +225,7 @@ impl Engine {
         let mut v: Vec<_> = self.counters.iter().map(|(k, v)| (*k, *v)).collect();
         v.push(("pacing dropped", self.pacer.dropped));
         v.push(("pacing replaced", self.pacer.replaced));
+        v.push(("pacing stale dropped", self.pacer.stale));
         v.push(("pacing queued", self.pacer.queued() as u64));
         if let Some(r) = &self.relay {
             v.extend(r.counters());

@@ -233,6 +233,7 @@ impl Relay {
     pub fn counters(&self) -> Vec<(&'static str, u64)> {
         let mut v: Vec<_> = self.counters.iter().map(|(k, v)| (*k, *v)).collect();
         v.push(("relay: pacing dropped", self.pacer.dropped));
+        v.push(("relay: pacing stale dropped", self.pacer.stale));
         v.push(("relay: transactions pending", self.pending.len() as u64));
         v
     }

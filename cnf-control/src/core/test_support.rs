@@ -59,6 +59,7 @@ pub(crate) fn engine_config(unknown: UnknownPolicy) -> EngineConfig {
             rate_per_sec: 1000,
             burst: 100,
             queue: 1000,
+            max_wait_ns: 4 * S,
         },
         max_sessions_per_line: 8,
         quarantine_secs: 60,
