@@ -296,11 +296,18 @@ impl<P: PacketBuf> Pipeline<P> {
                 sessions,
                 &mut self.to_lookup,
                 &mut self.to_garden,
-                |mut pkt| match PolicerNode::police(&mut policed, sessions, plans, now, &mut pkt) {
+                |mut pkt, line| match PolicerNode::police_line(
+                    &mut policed,
+                    sessions,
+                    line,
+                    plans,
+                    now,
+                    &mut pkt,
+                ) {
                     PolicerNext::Ip4Rewrite => Ip4RewriteNode::forward(
                         &mut rewritten,
                         env,
-                        sessions,
+                        line,
                         pkt,
                         tx_access,
                         tx_uplink,

@@ -21,7 +21,7 @@ use super::{NodeEnv, enqueue};
 use crate::counters::{BurstCounts, NodeCounters};
 use crate::node_counters;
 use crate::packet::{Direction, Frame, PacketBuf, Pkt};
-use crate::tables::SessionTable;
+use crate::tables::{SessionLine, SessionTable};
 
 node_counters! {
     /// Counters of `ip4-rewrite`.
@@ -82,11 +82,11 @@ fn write_l2(b: &mut [u8], dst: &[u8; 6], src: &[u8; 6], tags: &[(u16, u16)]) {
 }
 
 impl Ip4RewriteNode {
-    /// Rewrite one packet.
+    /// Rewrite one packet of the session whose line for the packet's direction is `line`.
     #[inline(always)]
     pub fn rewrite<P: PacketBuf>(
         env: &NodeEnv,
-        sessions: &SessionTable,
+        line: &SessionLine,
         pkt: &mut Pkt<P>,
     ) -> Ip4RewriteNext {
         use Ip4RewriteCounter as C;
@@ -113,9 +113,6 @@ impl Ip4RewriteNode {
                 Ip4RewriteNext::TxUplink
             }
             Direction::Down => {
-                let Some(line) = sessions.line(pkt.meta.slot, Direction::Down) else {
-                    return Ip4RewriteNext::Drop(C::NoSession);
-                };
                 let (mac, outer_vid, inner_vid) = line.l2();
                 let tags: &[(u16, u16)] = match (outer_vid, inner_vid) {
                     (0, _) => &[],
@@ -145,14 +142,14 @@ impl Ip4RewriteNode {
     pub fn forward<P: PacketBuf>(
         counts: &mut BurstCounts<Ip4RewriteCounter>,
         env: &NodeEnv,
-        sessions: &SessionTable,
+        line: &SessionLine,
         mut pkt: Pkt<P>,
         tx_access: &mut Frame<P>,
         tx_uplink: &mut Frame<P>,
         icmp: &mut Frame<P>,
     ) {
         use Ip4RewriteCounter as C;
-        let overflow = match Self::rewrite(env, sessions, &mut pkt) {
+        let overflow = match Self::rewrite(env, line, &mut pkt) {
             Ip4RewriteNext::TxUplink => {
                 counts.inc(C::ToUplink);
                 enqueue(tx_uplink, pkt)
@@ -187,7 +184,12 @@ impl Ip4RewriteNode {
     ) {
         let mut counts = BurstCounts::default();
         for pkt in input.drain(..) {
-            Self::forward(&mut counts, env, sessions, pkt, tx_access, tx_uplink, icmp);
+            match sessions.line(pkt.meta.slot, pkt.meta.dir) {
+                Some(line) => {
+                    Self::forward(&mut counts, env, line, pkt, tx_access, tx_uplink, icmp);
+                }
+                None => counts.inc(Ip4RewriteCounter::NoSession),
+            }
         }
         counts.flush(&self.counters);
     }

@@ -18,7 +18,7 @@ use crate::counters::{BurstCounts, NodeCounters};
 use crate::meter::Colour;
 use crate::node_counters;
 use crate::packet::{Direction, Frame, PacketBuf, Pkt};
-use crate::tables::{ColourAction, PlanTable, SessionTable};
+use crate::tables::{ColourAction, PlanTable, SessionLine, SessionTable};
 
 node_counters! {
     /// Counters of `policer`.
@@ -64,8 +64,7 @@ const COLOUR_COUNTER: [PolicerCounter; 3] = [
 
 impl PolicerNode {
     /// Police one packet at TSC time `now`: colour it, count it per session and node, apply
-    /// the colour's action. The body of [`Self::run`], and of the fused fast path
-    /// ([`crate::pipeline`]) that calls it straight from `session-lookup`.
+    /// the colour's action. The body of [`Self::run`].
     #[inline(always)]
     pub fn police<P: PacketBuf>(
         counts: &mut BurstCounts<PolicerCounter>,
@@ -74,21 +73,35 @@ impl PolicerNode {
         now: u64,
         pkt: &mut Pkt<P>,
     ) -> PolicerNext {
+        match sessions.line(pkt.meta.slot, pkt.meta.dir) {
+            Some(line) => Self::police_line(counts, sessions, line, plans, now, pkt),
+            None => PolicerNext::Drop(PolicerCounter::NoSession),
+        }
+    }
+
+    /// [`Self::police`] with the session's line for the packet's direction in hand: the
+    /// fused fast path ([`crate::pipeline`]) gets it from `session-lookup`, which prefetched
+    /// and read it, so it is in L1 here.
+    #[inline(always)]
+    pub fn police_line<P: PacketBuf>(
+        counts: &mut BurstCounts<PolicerCounter>,
+        sessions: &SessionTable,
+        line: &SessionLine,
+        plans: &PlanTable,
+        now: u64,
+        pkt: &mut Pkt<P>,
+    ) -> PolicerNext {
         use PolicerCounter as C;
         let slot = pkt.meta.slot;
         let dir = pkt.meta.dir;
         let len = u32::from(pkt.meta.ip_len);
-        // session-lookup prefetched and read each packet's session line: it is in L1 here.
-        let Some(line) = sessions.line(slot, dir) else {
-            return PolicerNext::Drop(C::NoSession);
-        };
         let plan = plans.get(line.plan());
         let policy = match dir {
             Direction::Up => &plan.up,
             Direction::Down => &plan.down,
         };
         let colour: Colour = line.police(&policy.meter, now, len);
-        sessions.count(slot, dir, colour, len);
+        sessions.count_on(line, slot, dir, colour, len);
         counts.inc(COLOUR_COUNTER[colour.index()]);
         match policy.actions[colour.index()] {
             ColourAction::Transmit => PolicerNext::Ip4Rewrite,

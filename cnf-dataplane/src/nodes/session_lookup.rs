@@ -18,7 +18,7 @@ use super::enqueue;
 use crate::counters::{BurstCounts, NodeCounters};
 use crate::node_counters;
 use crate::packet::{Direction, FRAME_SIZE, Frame, PacketBuf, Pkt};
-use crate::tables::{SessionKey, SessionTable};
+use crate::tables::{NO_CANDIDATE, SessionKey, SessionLine, SessionTable};
 
 node_counters! {
     /// Counters of `session-lookup`.
@@ -39,12 +39,12 @@ node_counters! {
 }
 
 /// Where `session-lookup` sends a packet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SessionLookupNext {
+#[derive(Debug, Clone, Copy)]
+enum SessionLookupNext<'a> {
     /// Captive session.
     WalledGarden,
-    /// Normal session.
-    Policer,
+    /// Normal session, with its line for the packet's direction.
+    Policer(&'a SessionLine),
     /// Dropped, with the reason.
     Drop(SessionLookupCounter),
 }
@@ -56,6 +56,8 @@ pub struct SessionLookupNode {
     pub counters: NodeCounters<SessionLookupCounter>,
     /// Stage-one hashes, kept here so no burst re-zeroes 2 KiB.
     hashes: Box<[u64; FRAME_SIZE]>,
+    /// Stage-two candidate slots (the first tag match of each packet's probe chain).
+    candidates: Box<[u32; FRAME_SIZE]>,
 }
 
 impl Default for SessionLookupNode {
@@ -63,6 +65,7 @@ impl Default for SessionLookupNode {
         Self {
             counters: NodeCounters::default(),
             hashes: Box::new([0; FRAME_SIZE]),
+            candidates: Box::new([NO_CANDIDATE; FRAME_SIZE]),
         }
     }
 }
@@ -80,14 +83,14 @@ fn up_key<P: PacketBuf>(pkt: &Pkt<P>) -> SessionKey {
 
 impl SessionLookupNode {
     /// Process a frame: captive sessions' packets go to the `walled_garden` frame, the others
-    /// to `policer`, called per packet (the pipeline passes the fused policer and ip4-rewrite
+    /// to `policer`, called per packet with the session's line (the pipeline passes the fused policer and ip4-rewrite
     /// step there; see [`crate::pipeline`]).
     pub fn run<P: PacketBuf>(
         &mut self,
         sessions: &SessionTable,
         input: &mut Frame<P>,
         walled_garden: &mut Frame<P>,
-        mut policer: impl FnMut(Pkt<P>),
+        mut policer: impl FnMut(Pkt<P>, &SessionLine),
     ) {
         use SessionLookupCounter as C;
         use SessionLookupNext as N;
@@ -100,39 +103,36 @@ impl SessionLookupNode {
             };
             sessions.prefetch_bucket(dir, *h);
         }
-        for (pkt, &h) in input.iter().zip(hashes.iter()) {
-            sessions.prefetch_line(pkt.meta.dir, h);
+        let candidates = &mut *self.candidates;
+        for ((pkt, &h), c) in input.iter().zip(hashes.iter()).zip(candidates.iter_mut()) {
+            *c = sessions.prefetch_line(pkt.meta.dir, h);
         }
         let mut counts = BurstCounts::default();
-        for (mut pkt, &hash) in input.drain(..).zip(hashes.iter()) {
+        let stage3 = input.drain(..).zip(hashes.iter()).zip(candidates.iter());
+        for ((mut pkt, &hash), &cand) in stage3 {
             let next = match pkt.meta.dir {
-                Direction::Up => match sessions.up_find(&up_key(&pkt), hash) {
+                Direction::Up => match sessions.up_find_at(&up_key(&pkt), hash, cand) {
                     None => N::Drop(C::NoSession),
-                    Some(slot) => {
+                    Some((_, s)) if s.ipv4() != pkt.meta.src_ip => N::Drop(C::SpoofedSource),
+                    Some((slot, s)) => {
                         pkt.meta.slot = slot;
-                        match sessions.line(slot, Direction::Up) {
-                            Some(s) if s.ipv4() != pkt.meta.src_ip => N::Drop(C::SpoofedSource),
-                            Some(s) => {
-                                counts.inc(C::UpstreamHit);
-                                if s.captive() {
-                                    N::WalledGarden
-                                } else {
-                                    N::Policer
-                                }
-                            }
-                            None => N::Drop(C::NoSession),
+                        counts.inc(C::UpstreamHit);
+                        if s.captive() {
+                            N::WalledGarden
+                        } else {
+                            N::Policer(s)
                         }
                     }
                 },
-                Direction::Down => match sessions.down_find(pkt.meta.dst_ip, hash) {
+                Direction::Down => match sessions.down_find_at(pkt.meta.dst_ip, hash, cand) {
                     None => N::Drop(C::NoSessionDownstream),
-                    Some(slot) => {
+                    Some((slot, s)) => {
                         pkt.meta.slot = slot;
                         counts.inc(C::DownstreamHit);
-                        match sessions.line(slot, Direction::Down) {
-                            Some(s) if s.captive() => N::WalledGarden,
-                            Some(_) => N::Policer,
-                            None => N::Drop(C::NoSessionDownstream),
+                        if s.captive() {
+                            N::WalledGarden
+                        } else {
+                            N::Policer(s)
                         }
                     }
                 },
@@ -143,7 +143,7 @@ impl SessionLookupNode {
                         counts.inc(C::FrameOverflow);
                     }
                 }
-                N::Policer => policer(pkt),
+                N::Policer(line) => policer(pkt, line),
                 N::Drop(reason) => counts.inc(reason),
             }
         }

@@ -94,6 +94,9 @@ pub fn ip_hash(ip: u32, seed: u64) -> u64 {
     mix(u64::from(ip) | (1 << 40), seed)
 }
 
+/// Stage two's answer when no word on the probe chain has the hash's tag.
+pub const NO_CANDIDATE: u32 = u32::MAX;
+
 /// Meter kind stored in a line (bits 16..24 of `info`).
 const KIND_OFF: u64 = 0;
 const KIND_SR: u64 = 1;
@@ -472,6 +475,25 @@ impl SessionTable {
         self.lines.get(slot as usize * 2 + dir as usize)
     }
 
+    /// Count a packet of `len` bytes coloured `colour` on `line`, the line of `slot` and
+    /// `dir` that the caller already holds (green in the line, others cold).
+    #[inline(always)]
+    pub fn count_on(
+        &self,
+        line: &SessionLine,
+        slot: u32,
+        dir: Direction,
+        colour: Colour,
+        len: u32,
+    ) {
+        if colour == Colour::Green {
+            line.green_packets.add(1);
+            line.green_bytes.add(u64::from(len));
+        } else {
+            count(&self.lines, &self.cold, slot, dir, colour, len);
+        }
+    }
+
     /// Count a packet of `len` bytes coloured `colour` (green in the hot line, others cold).
     #[inline(always)]
     pub fn count(&self, slot: u32, dir: Direction, colour: Colour, len: u32) {
@@ -511,20 +533,60 @@ impl SessionTable {
         self.index(dir).prefetch(hash);
     }
 
-    /// Stage two: prefetch the line of the first slot whose tag matches `hash`.
+    /// Stage two: prefetch the line of the first slot whose tag matches `hash`, and return
+    /// that slot ([`NO_CANDIDATE`] if none) for stage three to check first.
     #[inline(always)]
-    pub fn prefetch_line(&self, dir: Direction, hash: u64) {
-        if let Some(l) = self
-            .index(dir)
-            .candidate(hash)
-            .and_then(|slot| self.line(slot, dir))
-        {
-            dpdk_sys::prefetch(l);
+    pub fn prefetch_line(&self, dir: Direction, hash: u64) -> u32 {
+        match self.index(dir).candidate(hash) {
+            Some(slot) => {
+                if let Some(l) = self.line(slot, dir) {
+                    dpdk_sys::prefetch(l);
+                }
+                slot
+            }
+            None => NO_CANDIDATE,
         }
     }
 
-    /// Stage three, upstream: the slot of key `k` with hash `hash`.
+    /// Stage three, upstream: the slot and line of key `k` with hash `hash`, given stage
+    /// two's `candidate`. The candidate is the first tag match on the probe chain, so when its
+    /// line holds the key (keys are unique) the chain need not be walked again; only a tag
+    /// collision walks it.
     #[inline(always)]
+    pub fn up_find_at(
+        &self,
+        k: &SessionKey,
+        hash: u64,
+        candidate: u32,
+    ) -> Option<(u32, &SessionLine)> {
+        let (key, _) = k.words();
+        let v = vids(k.outer_vid, k.inner_vid);
+        let is = |s: u32| self.line(s, Direction::Up).filter(|l| l.is_up(key, v));
+        if candidate == NO_CANDIDATE {
+            return None;
+        }
+        if let Some(l) = is(candidate) {
+            return Some((candidate, l));
+        }
+        let slot = self.up.find(hash, |s| is(s).is_some())?;
+        Some((slot, self.line(slot, Direction::Up)?))
+    }
+
+    /// Stage three, downstream: as [`Self::up_find_at`], for address `ip`.
+    #[inline(always)]
+    pub fn down_find_at(&self, ip: u32, hash: u64, candidate: u32) -> Option<(u32, &SessionLine)> {
+        let is = |s: u32| self.line(s, Direction::Down).filter(|l| l.is_down(ip));
+        if candidate == NO_CANDIDATE {
+            return None;
+        }
+        if let Some(l) = is(candidate) {
+            return Some((candidate, l));
+        }
+        let slot = self.down.find(hash, |s| is(s).is_some())?;
+        Some((slot, self.line(slot, Direction::Down)?))
+    }
+
+    /// The slot of key `k` with hash `hash` (control path and tests).
     pub fn up_find(&self, k: &SessionKey, hash: u64) -> Option<u32> {
         let (key, _) = k.words();
         let v = vids(k.outer_vid, k.inner_vid);
@@ -533,8 +595,7 @@ impl SessionTable {
         })
     }
 
-    /// Stage three, downstream: the slot of address `ip` with hash `hash`.
-    #[inline(always)]
+    /// The slot of address `ip` with hash `hash` (control path and tests).
     pub fn down_find(&self, ip: u32, hash: u64) -> Option<u32> {
         self.down.find(hash, |s| {
             self.line(s, Direction::Down).is_some_and(|l| l.is_down(ip))
@@ -695,3 +756,7 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+#[path = "session_burst_tests.rs"]
+mod burst_tests;
