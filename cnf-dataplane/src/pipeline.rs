@@ -264,7 +264,7 @@ impl<P: PacketBuf> Pipeline<P> {
             t: dpdk_sys::tsc(),
         };
         let n = rx.len();
-        self.ethernet_input.run(
+        let in_place = self.ethernet_input.run(
             env,
             &tables.access,
             rx,
@@ -274,6 +274,7 @@ impl<P: PacketBuf> Pipeline<P> {
             &mut self.to_punt,
         );
         clock.lap(row::ETHERNET_INPUT, n);
+        let to_lookup: &mut Frame<P> = if in_place { rx } else { &mut self.to_lookup };
         let n = self.to_arp.len();
         if n > 0 {
             self.arp_reply.run(env, &mut self.to_arp, tx_access);
@@ -285,37 +286,35 @@ impl<P: PacketBuf> Pipeline<P> {
                 .run(env, now, &mut self.to_uplink_arp, tx_uplink);
             clock.lap(row::UPLINK_ARP, n);
         }
-        let n = self.to_lookup.len();
+        let n = to_lookup.len();
         if n > 0 {
             let sessions = &tables.sessions;
             let plans = &tables.plans;
             let to_icmp = &mut *self.to_icmp;
             let mut policed = BurstCounts::default();
             let mut rewritten = BurstCounts::default();
-            self.session_lookup.run(
-                sessions,
-                &mut self.to_lookup,
-                &mut self.to_garden,
-                |mut pkt, line| match PolicerNode::police_line(
-                    &mut policed,
-                    sessions,
-                    line,
-                    plans,
-                    now,
-                    &mut pkt,
-                ) {
-                    PolicerNext::Ip4Rewrite => Ip4RewriteNode::forward(
-                        &mut rewritten,
-                        env,
+            self.session_lookup
+                .run(sessions, to_lookup, &mut self.to_garden, |mut pkt, line| {
+                    match PolicerNode::police_line(
+                        &mut policed,
+                        sessions,
                         line,
-                        pkt,
-                        tx_access,
-                        tx_uplink,
-                        to_icmp,
-                    ),
-                    PolicerNext::Drop(reason) => policed.inc(reason),
-                },
-            );
+                        plans,
+                        now,
+                        &mut pkt,
+                    ) {
+                        PolicerNext::Ip4Rewrite => Ip4RewriteNode::forward(
+                            &mut rewritten,
+                            env,
+                            line,
+                            pkt,
+                            tx_access,
+                            tx_uplink,
+                            to_icmp,
+                        ),
+                        PolicerNext::Drop(reason) => policed.inc(reason),
+                    }
+                });
             policed.flush(&self.policer.counters);
             rewritten.flush(&self.ip4_rewrite.counters);
             clock.lap(row::FORWARD, n);

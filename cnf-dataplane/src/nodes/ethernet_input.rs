@@ -19,7 +19,7 @@ use kbng_wire::{ArpOp, ArpPacket, Ipv4Packet, ethernet::ethertype, parse_l2};
 use super::{NodeEnv, be16, enqueue};
 use crate::counters::{BurstCounts, NodeCounters};
 use crate::node_counters;
-use crate::packet::{Direction, Frame, Meta, PacketBuf, Pkt, PortId};
+use crate::packet::{Direction, FRAME_SIZE, Frame, Meta, PacketBuf, Pkt, PortId};
 use crate::punt::PuntReason;
 use crate::tables::AccessTable;
 
@@ -69,10 +69,21 @@ pub enum EthernetInputNext {
 }
 
 /// The `ethernet-input` node.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct EthernetInputNode {
     /// Counters.
     pub counters: NodeCounters<EthernetInputCounter>,
+    /// Each packet's next node, from the classify pass of [`Self::run`].
+    nexts: Box<[EthernetInputNext; FRAME_SIZE]>,
+}
+
+impl Default for EthernetInputNode {
+    fn default() -> Self {
+        Self {
+            counters: NodeCounters::default(),
+            nexts: Box::new([EthernetInputNext::Drop(EthernetInputCounter::BadL2); FRAME_SIZE]),
+        }
+    }
 }
 
 impl EthernetInputNode {
@@ -118,7 +129,6 @@ impl EthernetInputNode {
     /// Classify one packet and fill its L2 metadata.
     #[inline(always)]
     pub fn classify<P: PacketBuf>(
-        &self,
         env: &NodeEnv,
         access_cfg: &AccessTable,
         pkt: &mut Pkt<P>,
@@ -182,7 +192,10 @@ impl EthernetInputNode {
         }
     }
 
-    /// Process a frame.
+    /// Process a frame. A burst of subscriber IPv4 only (the common one) stays where it is:
+    /// `true` says every packet of `input` goes to `session-lookup`, which then reads `input`
+    /// itself. Otherwise (`false`) `input` is drained into the next frames, in order. Moving
+    /// every packet into a lookup frame cost about 30 instructions per packet (callgrind).
     // One frame per next node, like VPP's next indices; a struct of them would only rename.
     #[allow(clippy::too_many_arguments)]
     pub fn run<P: PacketBuf>(
@@ -194,28 +207,38 @@ impl EthernetInputNode {
         arp: &mut Frame<P>,
         uplink_arp: &mut Frame<P>,
         punt: &mut Frame<P>,
-    ) {
+    ) -> bool {
         use EthernetInputCounter as C;
+        use EthernetInputNext as N;
         let mut counts = BurstCounts::default();
-        for mut pkt in input.drain(..) {
-            let next = self.classify(env, access_cfg, &mut pkt);
+        let mut all_lookup = true;
+        for (pkt, next) in input.iter_mut().zip(self.nexts.iter_mut()) {
+            *next = Self::classify(env, access_cfg, pkt);
+            if *next == N::SessionLookup {
+                counts.inc(match pkt.meta.dir {
+                    Direction::Up => C::Upstream,
+                    Direction::Down => C::Downstream,
+                });
+            } else {
+                all_lookup = false;
+            }
+        }
+        if all_lookup {
+            counts.flush(&self.counters);
+            return true;
+        }
+        for (mut pkt, &next) in input.drain(..).zip(self.nexts.iter()) {
             let overflow = match next {
-                EthernetInputNext::SessionLookup => {
-                    counts.inc(match pkt.meta.dir {
-                        Direction::Up => C::Upstream,
-                        Direction::Down => C::Downstream,
-                    });
-                    enqueue(lookup, pkt)
-                }
-                EthernetInputNext::ArpReply => {
+                N::SessionLookup => enqueue(lookup, pkt),
+                N::ArpReply => {
                     counts.inc(C::ProxyArp);
                     enqueue(arp, pkt)
                 }
-                EthernetInputNext::UplinkArp => {
+                N::UplinkArp => {
                     counts.inc(C::UplinkArp);
                     enqueue(uplink_arp, pkt)
                 }
-                EthernetInputNext::Punt(reason) => {
+                N::Punt(reason) => {
                     counts.inc(match reason {
                         PuntReason::Dhcp => C::DhcpPunted,
                         _ => C::ArpPunted,
@@ -223,7 +246,7 @@ impl EthernetInputNode {
                     pkt.meta.punt_reason = reason as u8;
                     enqueue(punt, pkt)
                 }
-                EthernetInputNext::Drop(reason) => {
+                N::Drop(reason) => {
                     counts.inc(reason);
                     None
                 }
@@ -233,6 +256,7 @@ impl EthernetInputNode {
             }
         }
         counts.flush(&self.counters);
+        false
     }
 }
 
@@ -243,9 +267,8 @@ mod tests {
 
     fn classify(bytes: &[u8], port: PortId) -> EthernetInputNext {
         let env = env();
-        let node = EthernetInputNode::default();
         let mut p = Pkt::new(crate::packet::HeapBuf::from_bytes(bytes), port);
-        node.classify(&env, &access(), &mut p)
+        EthernetInputNode::classify(&env, &access(), &mut p)
     }
 
     #[test]
