@@ -30,7 +30,7 @@ use crate::nodes::uplink_arp::{UplinkArpCounter, UplinkArpNode};
 use crate::nodes::walled_garden::{WalledGardenCounter, WalledGardenNode};
 use crate::packet::{Frame, PacketBuf};
 use crate::punt::PuntSink;
-use crate::tables::{AccessTable, PlanTable, SessionTable};
+use crate::tables::{AccessTable, HugeTableBacking, PlanTable, SessionTable};
 
 /// The tables one worker owns.
 #[derive(Debug)]
@@ -43,13 +43,18 @@ pub struct Tables {
     pub access: AccessTable,
     /// Access configuration being received (swapped in on commit).
     pub staged_access: AccessTable,
+    /// How much of the session table sits on transparent huge pages.
+    pub huge: HugeTableBacking,
 }
 
 impl Tables {
-    /// Tables for `sessions` sessions and `plans` plans, hash seed `seed`.
+    /// Tables for `sessions` sessions and `plans` plans, hash seed `seed`; the session table
+    /// is backed with transparent huge pages where the kernel allows it.
     pub fn new(sessions: usize, plans: usize, seed: u64) -> Self {
+        let sessions = SessionTable::new(sessions, seed);
         Self {
-            sessions: SessionTable::new(sessions, seed),
+            huge: sessions.back_with_huge_pages(),
+            sessions,
             plans: PlanTable::new(plans),
             access: AccessTable::default(),
             staged_access: AccessTable::default(),

@@ -53,6 +53,7 @@
 mod cpu;
 mod eal;
 mod error;
+mod hugemem;
 mod mbuf;
 mod mempool;
 pub mod meter;
@@ -62,6 +63,7 @@ mod queue;
 pub use cpu::prefetch;
 pub use eal::{Eal, ThreadRegistration, lcore_id, register_thread, socket_id, tsc, tsc_hz};
 pub use error::DpdkError;
+pub use hugemem::{HugeBacking, back_with_huge_pages};
 pub use mbuf::{Burst, Drain, MAX_BURST, Mbuf};
 pub use mempool::{DEFAULT_DATA_ROOM, Mempool, MempoolConfig};
 pub use port::{

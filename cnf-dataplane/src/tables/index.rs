@@ -52,6 +52,11 @@ impl Index {
         }
     }
 
+    /// Back the buckets with transparent huge pages where the kernel allows it.
+    pub fn back_with_huge_pages(&self) -> dpdk_sys::HugeBacking {
+        dpdk_sys::back_with_huge_pages(&self.buckets)
+    }
+
     /// Bytes of memory used.
     pub fn bytes(&self) -> usize {
         self.buckets.len() * std::mem::size_of::<Bucket>()

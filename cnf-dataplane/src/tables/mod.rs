@@ -9,6 +9,6 @@ pub mod session;
 pub use access::{AccessTable, MAX_GARDEN_RULES, MAX_GATEWAYS};
 pub use plan::{ColourAction, DirPolicy, MeterProfile, Plan, PlanTable};
 pub use session::{
-    NO_CANDIDATE, Session, SessionCounterArray, SessionCounters, SessionKey, SessionLine,
-    SessionTable, SlotCounters,
+    HugeTableBacking, NO_CANDIDATE, Session, SessionCounterArray, SessionCounters, SessionKey,
+    SessionLine, SessionTable, SlotCounters,
 };
