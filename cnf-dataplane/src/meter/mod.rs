@@ -103,14 +103,9 @@ pub const fn reciprocal(period: u64) -> u64 {
 #[inline(always)]
 pub fn div_by(x: u64, d: u64, recip: u64) -> u64 {
     let q = ((u128::from(x) * u128::from(recip)) >> 64) as u64;
-    if q.checked_add(1)
-        .and_then(|q1| q1.checked_mul(d))
-        .is_some_and(|v| v <= x)
-    {
-        q + 1
-    } else {
-        q
-    }
+    // q <= x / d, so q * d <= x cannot overflow, and the remainder is below 2d.
+    let r = x.wrapping_sub(q.wrapping_mul(d));
+    q + u64::from(r >= d)
 }
 
 /// Whole periods elapsed since `last` and the new bucket timestamp (`rte_meter` advances its
