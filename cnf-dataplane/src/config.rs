@@ -103,6 +103,11 @@ pub struct Args {
     /// gRPC listen address: `unix:/path` or `host:port`.
     #[arg(long, default_value = "127.0.0.1:50051")]
     pub grpc_listen: String,
+    /// Idle back-off: a worker that found nothing to do in 256 polls in a row sleeps this many
+    /// microseconds (1..=1000) before polling again. 0 (the default): pure busy-poll, as
+    /// production wants. For hosts where the worker shares CPUs with the control plane.
+    #[arg(long, default_value_t = 0)]
+    pub idle_sleep_us: u32,
     /// Which graph the workers run.
     #[arg(long, value_enum, default_value_t = PipelineMode::Full)]
     pub mode: PipelineMode,
@@ -305,6 +310,9 @@ fn uplink_addressing(
     }
 }
 
+/// Longest idle sleep: beyond a millisecond a worker would leave its rx rings to overflow.
+pub const MAX_IDLE_SLEEP_US: u32 = 1000;
+
 fn parse_mac(flag: &str, s: &str) -> Result<[u8; 6], String> {
     s.parse::<kbng_wire::MacAddr>()
         .map(|m| m.0)
@@ -367,6 +375,12 @@ impl Config {
         }
         if args.plans < 2 {
             errors.push("--plans: at least 2".into());
+        }
+        if args.idle_sleep_us > MAX_IDLE_SLEEP_US {
+            errors.push(format!(
+                "--idle-sleep-us: {} not in 0..={MAX_IDLE_SLEEP_US} (0: busy-poll)",
+                args.idle_sleep_us
+            ));
         }
         for (flag, dev) in [
             ("--access", &mut args.access),
@@ -508,6 +522,19 @@ mod tests {
         assert_eq!(e.len(), 1);
         assert!(e[0].starts_with("--numa-node: -2"), "{e:?}");
         assert!(args(&["--numa-node", "x"]).is_err());
+    }
+
+    #[test]
+    fn idle_sleep_is_off_by_default_and_bounded() {
+        let c = Config::from_args(args(&[]).unwrap()).unwrap();
+        assert_eq!(c.args.idle_sleep_us, 0);
+        let c = Config::from_args(args(&["--idle-sleep-us", "20"]).unwrap()).unwrap();
+        assert_eq!(c.args.idle_sleep_us, 20);
+        let e = Config::from_args(args(&["--idle-sleep-us", "5000"]).unwrap()).unwrap_err();
+        assert_eq!(e.len(), 1);
+        assert!(e[0].starts_with("--idle-sleep-us: 5000"), "{e:?}");
+        let e = args(&["--idle-sleep-us", "fast"]).unwrap_err();
+        assert!(e.to_string().contains("--idle-sleep-us"), "{e}");
     }
 
     #[test]

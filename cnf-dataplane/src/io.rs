@@ -5,6 +5,14 @@
 //! transmit frames the control plane injected (worker 0 only). Nothing here allocates: frames
 //! and bursts are fixed arrays made before the loop.
 //!
+//! Idle back-off (`--idle-sleep-us`, off by default): after [`IDLE_POLLS`] iterations in a row
+//! that received, injected and applied nothing, the worker sleeps that long before polling
+//! again, as DPDK's l3fwd-power does. Production keeps the pure busy-poll (lowest latency, a
+//! whole core); the back-off is for hosts where the worker shares CPUs with its control plane,
+//! such as the 2-vCPU benchmark machine. A sleep lasts at least the thread's timer slack
+//! (50 µs by default on Linux), so a packet arriving meanwhile waits up to that long plus the
+//! sleep; the rx rings (`--rx-desc`) absorb the burst.
+//!
 //! RSS: each worker owns rx queue `i` of both ports. The access port hashes on the IPv4
 //! source only and the uplink on the destination only (`RssHash::IpSourceOnly` /
 //! `IpDestinationOnly`), with the same key and table, so a subscriber's upstream and downstream
@@ -100,7 +108,14 @@ pub struct Worker {
     pub mode: PipelineMode,
     /// Benchmark traffic stamping (bench mode only).
     pub bench: Option<BenchTraffic>,
+    /// Sleep this long after [`IDLE_POLLS`] empty iterations (`--idle-sleep-us`); `None`:
+    /// busy-poll.
+    pub idle_sleep: Option<std::time::Duration>,
 }
+
+/// Empty iterations in a row before an idle sleep (about 10-30 µs of polling on this
+/// class of CPU, so a packet train's gaps do not put the worker to sleep).
+pub const IDLE_POLLS: u32 = 256;
 
 /// Receive burst size per port and iteration.
 pub const RX_BURST: usize = 32;
@@ -116,9 +131,11 @@ impl Worker {
         let mut tx_a: Box<Frame<Mbuf>> = Box::default();
         let mut tx_u: Box<Frame<Mbuf>> = Box::default();
         let cpu_start = crate::counters::thread_cpu_ns();
+        let mut empty_polls: u32 = 0;
         while !stop.load(Ordering::Relaxed) {
             let now = dpdk_sys::tsc();
-            self.commands
+            let applied = self
+                .commands
                 .drain(&mut self.tables, now, COMMANDS_PER_ITERATION);
             for port in [PortId::Access, PortId::Uplink] {
                 let n = q.rx[port as usize].rx(&mut burst);
@@ -133,7 +150,8 @@ impl Worker {
                     let _ = rx.try_push(Pkt::new(m, port));
                 }
             }
-            if !rx.is_empty() {
+            let rx_seen = !rx.is_empty();
+            if rx_seen {
                 self.stats.rx_packets.add(rx.len() as u64);
                 self.stats.rx_bursts.add(1);
                 match self.mode {
@@ -169,21 +187,39 @@ impl Worker {
                     .busy_cycles
                     .add(dpdk_sys::tsc().saturating_sub(now));
             }
-            self.inject(q, &mut out);
+            let injected = self.inject(q, &mut out);
+            if let Some(pause) = self.idle_sleep {
+                if rx_seen || applied > 0 || injected > 0 {
+                    empty_polls = 0;
+                } else {
+                    empty_polls += 1;
+                    if empty_polls >= IDLE_POLLS {
+                        empty_polls = 0;
+                        std::thread::sleep(pause);
+                    }
+                }
+            }
         }
         self.stats
             .cpu_ns
             .add(crate::counters::thread_cpu_ns().saturating_sub(cpu_start));
     }
 
-    fn inject(&mut self, q: &mut WorkerQueues, out: &mut Burst<{ crate::packet::FRAME_SIZE }>) {
+    /// Transmits up to 32 injected frames; returns how many were taken from the ring.
+    fn inject(
+        &mut self,
+        q: &mut WorkerQueues,
+        out: &mut Burst<{ crate::packet::FRAME_SIZE }>,
+    ) -> usize {
         let Some((ring, pool)) = self.inject.as_mut() else {
-            return;
+            return 0;
         };
+        let mut taken = 0;
         for _ in 0..32 {
             let Ok(rec) = ring.pop() else {
                 break;
             };
+            taken += 1;
             let Some(mut m) = pool.alloc() else {
                 self.stats.tx_dropped.add(1);
                 continue;
@@ -201,5 +237,6 @@ impl Worker {
             self.stats.injected.add(c.sent as u64);
             self.stats.tx_dropped.add(c.dropped as u64);
         }
+        taken
     }
 }

@@ -368,6 +368,8 @@ fn run(cfg: Config) -> anyhow::Result<()> {
             stats,
             mode: cfg.args.mode,
             bench,
+            idle_sleep: (cfg.args.idle_sleep_us > 0)
+                .then(|| std::time::Duration::from_micros(u64::from(cfg.args.idle_sleep_us))),
         });
     }
     let bytes_per_session = workers.first().map_or(0, |w| {

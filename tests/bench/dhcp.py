@@ -27,6 +27,12 @@ import report
 
 SERVER = "100.64.0.1"
 
+# The dataplane worker's idle back-off for this bench (`--idle-sleep-us`; production busy-polls).
+# On 2 vCPUs a busy-polling worker takes a whole one from the control and perfdhcp, which Kea
+# never pays; backing off when idle gives that vCPU back between bursts of punts.
+# KBNG_DHCP_IDLE_SLEEP_US overrides it (0: busy-poll, to compare).
+IDLE_SLEEP_US = int(os.environ.get("KBNG_DHCP_IDLE_SLEEP_US", "20"))
+
 
 def sh(*cmd, check=True):
     return subprocess.run(cmd, capture_output=True, text=True, check=check).stdout
@@ -142,8 +148,9 @@ class Kea:
 
 
 class Kbng:
-    def __init__(self, tmp, tag, bins, subscribers):
+    def __init__(self, tmp, tag, bins, subscribers, idle_sleep_us=IDLE_SLEEP_US):
         self.topo = Topology(tag + "b")
+        self.idle_sleep_us = idle_sleep_us
         self.tmp = tmp
         self.bins = bins
         self.subscribers = subscribers
@@ -173,6 +180,7 @@ class Kbng:
              # The punt policer (10,000/s per worker by default) protects the control from
              # floods; here it is raised so that the control, not the policer, is measured.
              "--punt-pps", "1000000",
+             "--idle-sleep-us", str(self.idle_sleep_us),
              "--grpc-listen", f"unix:{self.sock}"],
             stdout=open(f"{self.tmp}/dataplane-{self.generation}.log", "w"),
             stderr=subprocess.STDOUT)
@@ -231,6 +239,44 @@ pacing: {{ratePerSec: {int(pacing_rate)}, burst: {max(64, int(pacing_rate) // 10
 # ---------------------------------------------------------------- the search
 
 
+def cpu_secs(pid):
+    """User + system CPU seconds of process `pid` (all its threads) so far; None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Cost:
+    """CPU spent by kbng's control and dataplane processes over one perfdhcp run, and the
+    control's CPU per ACK it sent (its own counter): what one DORA costs the control. Kea's
+    runs record nothing here."""
+
+    def __init__(self, server):
+        self.server = server
+        self.procs = {k: getattr(server, k, None) for k in ("ctl", "dp")}
+        self.cpu = {k: cpu_secs(p.pid) if p else None for k, p in self.procs.items()}
+        self.acks = server.counters().get("ACK sent") if self.procs["ctl"] else None
+
+    def end(self):
+        if self.procs["ctl"] is None:
+            return {}
+        out = {}
+        for k, p in self.procs.items():
+            after = cpu_secs(p.pid) if p else None
+            before = self.cpu[k]
+            out[f"{'control' if k == 'ctl' else 'dataplane'}_cpu_s"] = (
+                round(after - before, 3) if after is not None and before is not None else None)
+        acks = self.server.counters().get("ACK sent")
+        sent = acks - self.acks if acks is not None and self.acks is not None else None
+        out["control_acks_sent"] = sent
+        out["control_us_per_ack"] = (round(out["control_cpu_s"] / sent * 1e6, 1)
+                                     if sent and out["control_cpu_s"] is not None else None)
+        return out
+
+
 class Runner:
     """Runs perfdhcp against one server, giving every run a fresh range of client MACs."""
 
@@ -242,13 +288,17 @@ class Runner:
         self.runs = []
 
     def run(self, rate, secs):
+        cost = Cost(self.server)
         r, used = perfdhcp.run(self.server.netns, "e0", SERVER, rate, secs, self.cursor, self.log)
+        r.update(cost.end())
         self.cursor += used
         r["server"] = self.name
         self.runs.append(r)
+        us = r.get("control_us_per_ack")
         print(f"  {self.name}: rate {rate:.0f}/s for {secs}s: sent {r['discovers_sent']}, "
               f"acked {r['acks']}, drops {r['drops']} (generator socket drops "
-              f"{r['generator_socket_drops']}), achieved {r['rate']}", flush=True)
+              f"{r['generator_socket_drops']}), achieved {r['rate']}"
+              + (f", control {us:.0f} us CPU per ACK" if us else ""), flush=True)
         return r
 
 
@@ -319,8 +369,10 @@ def limit_of(r, what):
                 f"{what}: every lost exchange ({r['drops']}) is accounted for by replies that "
                 f"reached perfdhcp's receive socket and were dropped there unread ({sock} UDP "
                 f"RcvbufErrors in its namespace); perfdhcp, on the same 2 vCPUs, did not keep up")
+    worker = ("busy-polling" if IDLE_SLEEP_US == 0 else
+              f"polling, with an idle back-off of {IDLE_SLEEP_US} us (--idle-sleep-us),")
     return ("platform", f"{what}; 2 vCPUs shared with perfdhcp" + (
-        " and the dataplane's busy-polling worker" if what.startswith("kbng") else ""))
+        f" and the dataplane's {worker} worker" if what.startswith("kbng") else ""))
 
 
 def figures_for(name, good, bad, over, what):
@@ -338,6 +390,7 @@ def figures_for(name, good, bad, over, what):
             completion=good["completion"],
             extra={"requested_rate": good["requested_rate"], "latency_ms": lat(good), "secs": good["secs"],
                    "request_completion": req_completion(good),
+                   "control_us_per_ack": good.get("control_us_per_ack"),
                    "first_loss": {"requested_rate": bad["requested_rate"], "drops": bad["drops"],
                                   "generator_socket_drops": bad.get("generator_socket_drops")}
                    if bad else None})
@@ -359,6 +412,7 @@ def figures_for(name, good, bad, over, what):
             extra={"requested_rate": over["requested_rate"], "offered_rate": over["offered_rate"],
                    "latency_ms": lat(over), "secs": over["secs"],
                    "request_completion": req_completion(over),
+                   "control_us_per_ack": over.get("control_us_per_ack"),
                    "generator_socket_drops": over.get("generator_socket_drops"),
                    "completion_note": "ACKs / DISCOVERs sent; request_completion is ACKs / "
                                       "REQUESTs sent (exchanges the server started that finished)"})
@@ -426,6 +480,8 @@ def run(tmp, tag, bins, plan, errors):
                 ref = report.same_run(kea_f[kind]["name"], kea_f[kind]["value"], f["value"])
             else:
                 ref = report.no_reference("Kea's figure is missing from this run (see errors)")
+            if key == "kbng":
+                f["extra"]["dataplane_idle_sleep_us"] = IDLE_SLEEP_US
             if key == "kbng" and kind == "overload" and "zero_drop" in res["kbng"]:
                 f["extra"]["ratio_to_own_zero_drop"] = f["value"] / res["kbng"]["zero_drop"]["value"]
             if key == "kea" and kind == "overload" and "zero_drop" in kea_f:
