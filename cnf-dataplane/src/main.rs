@@ -372,6 +372,15 @@ fn run(cfg: Config) -> anyhow::Result<()> {
                 .then(|| std::time::Duration::from_micros(u64::from(cfg.args.idle_sleep_us))),
         });
     }
+    if let Some(w) = workers.first() {
+        let h = &w.tables.huge;
+        tracing::info!(
+            table_mib = h.bytes >> 20,
+            huge_page_mib = h.collapsed >> 20,
+            advised_only_mib = h.advised_only >> 20,
+            "session tables per worker (transparent huge pages where the kernel grants them)"
+        );
+    }
     let bytes_per_session = workers.first().map_or(0, |w| {
         w.tables.sessions.bytes() / w.tables.sessions.capacity()
     });
@@ -540,6 +549,7 @@ fn print_stats(
                 "rx_bursts": s.rx_bursts.get(),
                 "busy_cycles": s.busy_cycles.get(),
                 "cpu_ns": s.cpu_ns.get(),
+                "tables_huge_pages": huge_json(&w.tables.huge),
                 "nodes": nodes,
                 "runtime": runtime,
             })
@@ -555,6 +565,12 @@ fn print_stats(
         "workers": workers,
     });
     println!("{out}");
+}
+
+/// How much of a worker's session table the kernel put on transparent huge pages.
+fn huge_json(h: &kbng_dataplane::tables::HugeTableBacking) -> serde_json::Value {
+    serde_json::json!({"table_bytes": h.bytes, "eligible_bytes": h.eligible,
+        "collapsed_bytes": h.collapsed, "advised_only_bytes": h.advised_only})
 }
 
 /// Step the next-hop resolver ten times a second on the control thread; its ARP requests
