@@ -147,15 +147,19 @@ mod tests {
 
     const MS: u64 = 1_000_000;
 
+    /// Settings with a 1 s maximum wait.
+    fn cfg(rate_per_sec: u64, burst: u64, queue: usize) -> PacingConfig {
+        PacingConfig {
+            rate_per_sec,
+            burst,
+            queue,
+            max_wait_ns: 1000 * MS,
+        }
+    }
+
     #[test]
     fn burst_then_rate_then_queue_then_drop() {
-        let cfg = PacingConfig {
-            rate_per_sec: 1000,
-            burst: 2,
-            queue: 3,
-            max_wait_ns: 1000 * MS,
-        };
-        let mut p: Pacer<u32, u32> = Pacer::new(cfg, 0);
+        let mut p: Pacer<u32, u32> = Pacer::new(cfg(1000, 2, 3), 0);
         assert_eq!(p.offer(1, 1, 0), Some(1));
         assert_eq!(p.offer(2, 2, 0), Some(2));
         assert_eq!(p.offer(3, 3, 0), None);
@@ -173,12 +177,7 @@ mod tests {
     /// when its turn comes, spends no token, and a full queue of stale ones makes room.
     #[test]
     fn stale_discovers_are_dropped_without_spending_tokens() {
-        let cfg = PacingConfig {
-            rate_per_sec: 10,
-            burst: 1,
-            queue: 3,
-            max_wait_ns: 1000 * MS,
-        };
+        let cfg = cfg(10, 1, 3);
         let mut p: Pacer<u32, u32> = Pacer::new(cfg, 0);
         assert_eq!(p.offer(1, 1, 0), Some(1), "the burst");
         assert_eq!(p.offer(2, 2, 0), None);
