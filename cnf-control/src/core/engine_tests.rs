@@ -266,6 +266,30 @@ fn pacing_queues_the_rush_and_completes_it_on_ticks() {
 }
 
 #[test]
+fn paced_discovers_older_than_the_max_wait_are_dropped_as_stale() {
+    let mut e = engine(10_000, UnknownPolicy::Captive);
+    let mut offers = 0;
+    for i in 0..150u32 {
+        let b = i.to_be_bytes();
+        let m = DhcpRepr::new(
+            DhcpOp::BootRequest,
+            DhcpMessageType::Discover,
+            i,
+            kbng_wire::MacAddr([0x0a, 0, b[0], b[1], b[2], b[3]]),
+        );
+        offers += replies(&e.handle_dhcp(0, i, &client_frame(&m, None), 0)).len();
+    }
+    assert_eq!(offers, 100, "the burst; 50 queued");
+    // The engine's tick comes late (a stalled task): past the 4 s maximum wait, the 50 queued
+    // DISCOVERs are stale, answered by nobody, and none took an address.
+    assert!(replies(&e.tick(5 * S)).is_empty());
+    let c = e.counters();
+    assert!(c.contains(&("pacing stale dropped", 50)), "{c:?}");
+    assert!(c.contains(&("pacing queued", 0)), "{c:?}");
+    assert_eq!(e.sessions_len(), 100);
+}
+
+#[test]
 fn init_reboot_after_lost_state_is_adopted_and_wrong_address_nakked() {
     let mut e = engine(10, UnknownPolicy::Captive);
     let mut r = msg(DhcpMessageType::Request, 1, 7);
