@@ -11,6 +11,7 @@
 
 use crate::ethernet::ethertype;
 use crate::ipv4::IPV4_HEADER_LEN;
+use crate::{Ipv4Packet, L2};
 
 /// The prefix [`l2_ipv4`] reads: a QinQ header (22 bytes) and a minimal IPv4 header.
 pub const FAST_PREFIX: usize = 22 + IPV4_HEADER_LEN;
@@ -40,6 +41,26 @@ pub struct L2Ipv4 {
     pub src_ip: u32,
     /// Destination address (host order).
     pub dst_ip: u32,
+}
+
+impl L2Ipv4 {
+    /// The same fields from the generic parsers' results (the path for frames
+    /// [`l2_ipv4`] leaves alone).
+    pub fn from_parsed<T: AsRef<[u8]>>(l2: &L2, ip: &Ipv4Packet<T>) -> Self {
+        Self {
+            dst: l2.dst.0,
+            src: l2.src.0,
+            outer_vid: l2.outer_vid().unwrap_or(0),
+            inner_vid: l2.inner_vid().unwrap_or(0),
+            l3: l2.l3_offset(),
+            header_len: ip.header_len(),
+            total_len: ip.total_len(),
+            protocol: ip.protocol(),
+            fragment: ip.is_fragment(),
+            src_ip: u32::from(ip.src()),
+            dst_ip: u32::from(ip.dst()),
+        }
+    }
 }
 
 #[inline(always)]

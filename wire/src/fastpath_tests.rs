@@ -9,21 +9,8 @@ fn generic(frame: &[u8]) -> Option<L2Ipv4> {
     if l2.ethertype != ethertype::IPV4 {
         return None;
     }
-    let l3 = l2.l3_offset();
-    let ip = Ipv4Packet::new_checked(frame.get(l3..)?).ok()?;
-    Some(L2Ipv4 {
-        dst: l2.dst.0,
-        src: l2.src.0,
-        outer_vid: l2.outer_vid().unwrap_or(0),
-        inner_vid: l2.inner_vid().unwrap_or(0),
-        l3,
-        header_len: ip.header_len(),
-        total_len: ip.total_len(),
-        protocol: ip.protocol(),
-        fragment: ip.is_fragment(),
-        src_ip: u32::from(ip.src()),
-        dst_ip: u32::from(ip.dst()),
-    })
+    let ip = Ipv4Packet::new_checked(frame.get(l2.l3_offset()..)?).ok()?;
+    Some(L2Ipv4::from_parsed(&l2, &ip))
 }
 
 /// Frames near the accepted shapes: 0-3 tags with likely and unlikely TPIDs, an ethertype,

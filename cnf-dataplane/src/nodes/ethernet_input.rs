@@ -157,19 +157,7 @@ impl EthernetInputNode {
                 let Ok(ip) = Ipv4Packet::new_checked(payload) else {
                     return N::Drop(C::BadIpv4);
                 };
-                let f = L2Ipv4 {
-                    dst: l2.dst.0,
-                    src: l2.src.0,
-                    outer_vid: m.outer_vid,
-                    inner_vid: m.inner_vid,
-                    l3,
-                    header_len: ip.header_len(),
-                    total_len: ip.total_len(),
-                    protocol: ip.protocol(),
-                    fragment: ip.is_fragment(),
-                    src_ip: u32::from(ip.src()),
-                    dst_ip: u32::from(ip.dst()),
-                };
+                let f = L2Ipv4::from_parsed(&l2, &ip);
                 let dport = be16(payload, f.header_len + 2);
                 Self::ipv4(env, m, access, &f, dport)
             }

@@ -586,9 +586,7 @@ impl SessionTable {
     }
 
     /// Stage three, upstream: the slot and line of key `k` with hash `hash`, given stage
-    /// two's `candidate`. The candidate is the first tag match on the probe chain, so when its
-    /// line holds the key (keys are unique) the chain need not be walked again; only a tag
-    /// collision walks it.
+    /// two's `candidate` (see [`Self::find_at`]).
     #[inline(always)]
     pub fn up_find_at(
         &self,
@@ -598,29 +596,35 @@ impl SessionTable {
     ) -> Option<(u32, &SessionLine)> {
         let (key, _) = k.words();
         let v = vids(k.outer_vid, k.inner_vid);
-        let is = |s: u32| self.line(s, Direction::Up).filter(|l| l.is_up(key, v));
-        if candidate == NO_CANDIDATE {
-            return None;
-        }
-        if let Some(l) = is(candidate) {
-            return Some((candidate, l));
-        }
-        let slot = self.up.find(hash, |s| is(s).is_some())?;
-        Some((slot, self.line(slot, Direction::Up)?))
+        self.find_at(Direction::Up, hash, candidate, |l| l.is_up(key, v))
     }
 
     /// Stage three, downstream: as [`Self::up_find_at`], for address `ip`.
     #[inline(always)]
     pub fn down_find_at(&self, ip: u32, hash: u64, candidate: u32) -> Option<(u32, &SessionLine)> {
-        let is = |s: u32| self.line(s, Direction::Down).filter(|l| l.is_down(ip));
+        self.find_at(Direction::Down, hash, candidate, |l| l.is_down(ip))
+    }
+
+    /// The slot and line whose key `is` accepts. The candidate is the first tag match on the
+    /// probe chain, so when its line holds the key (keys are unique) the chain need not be
+    /// walked again; only a tag collision walks it.
+    #[inline(always)]
+    fn find_at(
+        &self,
+        dir: Direction,
+        hash: u64,
+        candidate: u32,
+        is: impl Fn(&SessionLine) -> bool,
+    ) -> Option<(u32, &SessionLine)> {
         if candidate == NO_CANDIDATE {
             return None;
         }
-        if let Some(l) = is(candidate) {
+        let holding = |s: u32| self.line(s, dir).filter(|l| is(l));
+        if let Some(l) = holding(candidate) {
             return Some((candidate, l));
         }
-        let slot = self.down.find(hash, |s| is(s).is_some())?;
-        Some((slot, self.line(slot, Direction::Down)?))
+        let slot = self.index(dir).find(hash, |s| holding(s).is_some())?;
+        Some((slot, holding(slot)?))
     }
 
     /// The slot of key `k` with hash `hash` (control path and tests).
