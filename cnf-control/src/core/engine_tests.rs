@@ -243,11 +243,11 @@ fn malformed_frames_are_counted() {
     assert_eq!(e.sessions_len(), 0);
 }
 
-#[test]
-fn pacing_queues_the_rush_and_completes_it_on_ticks() {
-    let mut e = engine(10_000, UnknownPolicy::Captive);
+/// `n` new subscribers DISCOVER at time 0, each on its own line (so the per-line bound does
+/// not apply); returns the OFFERs sent at once.
+fn rush(e: &mut Engine, n: u32) -> usize {
     let mut offers = 0;
-    for i in 0..240u32 {
+    for i in 0..n {
         let b = i.to_be_bytes();
         let m = DhcpRepr::new(
             DhcpOp::BootRequest,
@@ -255,9 +255,15 @@ fn pacing_queues_the_rush_and_completes_it_on_ticks() {
             i,
             kbng_wire::MacAddr([0x0a, 0, b[0], b[1], b[2], b[3]]),
         );
-        // Each on its own line so the per-line bound does not apply.
         offers += replies(&e.handle_dhcp(0, i, &client_frame(&m, None), 0)).len();
     }
+    offers
+}
+
+#[test]
+fn pacing_queues_the_rush_and_completes_it_on_ticks() {
+    let mut e = engine(10_000, UnknownPolicy::Captive);
+    let mut offers = rush(&mut e, 240);
     assert_eq!(offers, 100, "the burst");
     offers += replies(&e.tick(S / 10)).len();
     assert_eq!(offers, 200, "1000/s for 0.1 s");
@@ -268,18 +274,7 @@ fn pacing_queues_the_rush_and_completes_it_on_ticks() {
 #[test]
 fn paced_discovers_older_than_the_max_wait_are_dropped_as_stale() {
     let mut e = engine(10_000, UnknownPolicy::Captive);
-    let mut offers = 0;
-    for i in 0..150u32 {
-        let b = i.to_be_bytes();
-        let m = DhcpRepr::new(
-            DhcpOp::BootRequest,
-            DhcpMessageType::Discover,
-            i,
-            kbng_wire::MacAddr([0x0a, 0, b[0], b[1], b[2], b[3]]),
-        );
-        offers += replies(&e.handle_dhcp(0, i, &client_frame(&m, None), 0)).len();
-    }
-    assert_eq!(offers, 100, "the burst; 50 queued");
+    assert_eq!(rush(&mut e, 150), 100, "the burst; 50 queued");
     // The engine's tick comes late (a stalled task): past the 4 s maximum wait, the 50 queued
     // DISCOVERs are stale, answered by nobody, and none took an address.
     assert!(replies(&e.tick(5 * S)).is_empty());
