@@ -215,7 +215,7 @@ async fn counters(State(s): State<ApiState>, Path(id): Path<u64>) -> ApiResult {
                 "greenPackets": d.green_packets, "greenBytes": d.green_bytes,
                 "yellowPackets": d.yellow_packets, "yellowBytes": d.yellow_bytes,
                 "redPackets": d.red_packets, "redBytes": d.red_bytes,
-                "droppedPackets": d.dropped_packets,
+                "droppedPackets": d.dropped_packets, "droppedBytes": d.dropped_bytes,
             })
         })
     };

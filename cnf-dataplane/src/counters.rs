@@ -186,6 +186,8 @@ pub struct SessionCounts {
     pub bytes: [[u64; 3]; 2],
     /// Packets dropped by the colour's action, per direction.
     pub dropped: [u64; 2],
+    /// Bytes of those packets, per direction.
+    pub dropped_bytes: [u64; 2],
 }
 
 impl SessionCounts {
@@ -193,6 +195,7 @@ impl SessionCounts {
     pub fn merge(&mut self, o: &SessionCounts) {
         for d in 0..2 {
             self.dropped[d] += o.dropped[d];
+            self.dropped_bytes[d] += o.dropped_bytes[d];
             for c in 0..3 {
                 self.packets[d][c] += o.packets[d][c];
                 self.bytes[d][c] += o.bytes[d][c];

@@ -386,6 +386,7 @@ impl Dataplane for DataplaneService {
                 red_packets: s.packets[d][2],
                 red_bytes: s.bytes[d][2],
                 dropped_packets: s.dropped[d],
+                dropped_bytes: s.dropped_bytes[d],
             };
             sessions.push(pb::SessionCounters {
                 session_id: *id,

@@ -300,6 +300,7 @@ fn policer_colours_remark_and_drop_per_plan() {
     assert_eq!(c.packets[0], [2, 2, 2]);
     assert_eq!(c.bytes[0], [100, 100, 100]);
     assert_eq!(c.dropped[0], 2);
+    assert_eq!(c.dropped_bytes[0], 100);
 }
 
 #[test]

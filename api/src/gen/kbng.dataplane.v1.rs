@@ -296,6 +296,10 @@ pub struct ColourCounters {
     /// Packets dropped by the colour's action.
     #[prost(uint64, tag = "7")]
     pub dropped_packets: u64,
+    /// Bytes of those packets (IPv4 total length, as metered): delivered traffic is the three
+    /// colours' bytes minus these, whatever each colour's action.
+    #[prost(uint64, tag = "8")]
+    pub dropped_bytes: u64,
 }
 #[allow(clippy::all)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]

@@ -2,9 +2,9 @@
 //! Interim-Update every interval (configured, or the Access-Accept's Acct-Interim-Interval),
 //! Stop with its Acct-Terminate-Cause when it ends.
 //!
-//! Octets and packets are the dataplane's per-session counters: green and yellow traffic, the
-//! part a plan delivers (red is dropped by every plan the control installs). Upstream is the
-//! NAS's input, downstream its output. A Stop carries the counters read just before the
+//! Octets and packets are the dataplane's per-session counters of delivered traffic: every
+//! colour's packets and bytes less those its plan's action dropped (a plan may transmit or
+//! re-mark red as well as drop it). Upstream is the NAS's input, downstream its output. A Stop carries the counters read just before the
 //! dataplane removed the session (`super::finals`); only when that read failed (the dataplane
 //! was unreachable) does it carry the last interim's, counted as such.
 
@@ -65,9 +65,13 @@ impl Counts {
     pub fn from_proto(c: &pb::SessionCounters) -> Counts {
         let dir = |d: Option<&pb::ColourCounters>| {
             d.map_or((0, 0), |d| {
+                let bytes = d.green_bytes.saturating_add(d.yellow_bytes);
+                let bytes = bytes.saturating_add(d.red_bytes);
+                let packets = d.green_packets.saturating_add(d.yellow_packets);
+                let packets = packets.saturating_add(d.red_packets);
                 (
-                    d.green_bytes.saturating_add(d.yellow_bytes),
-                    d.green_packets.saturating_add(d.yellow_packets),
+                    bytes.saturating_sub(d.dropped_bytes),
+                    packets.saturating_sub(d.dropped_packets),
                 )
             })
         };
@@ -323,27 +327,30 @@ mod tests {
     }
 
     #[test]
-    fn delivered_traffic_is_green_plus_yellow() {
+    fn delivered_traffic_is_every_colour_less_what_its_action_dropped() {
+        let dir = |red_dropped: bool| pb::ColourCounters {
+            green_packets: 2,
+            green_bytes: 200,
+            yellow_packets: 1,
+            yellow_bytes: 100,
+            red_packets: 5,
+            red_bytes: 500,
+            dropped_packets: if red_dropped { 5 } else { 0 },
+            dropped_bytes: if red_dropped { 500 } else { 0 },
+        };
+        // Upstream: red dropped by the plan; downstream: red transmitted (or re-marked).
         let c = pb::SessionCounters {
             session_id: 1,
-            upstream: Some(pb::ColourCounters {
-                green_packets: 2,
-                green_bytes: 200,
-                yellow_packets: 1,
-                yellow_bytes: 100,
-                red_packets: 5,
-                red_bytes: 500,
-                dropped_packets: 5,
-            }),
-            downstream: None,
+            upstream: Some(dir(true)),
+            downstream: Some(dir(false)),
         };
         assert_eq!(
             Counts::from_proto(&c),
             Counts {
                 in_octets: 300,
                 in_packets: 3,
-                out_octets: 0,
-                out_packets: 0
+                out_octets: 800,
+                out_packets: 8
             }
         );
     }

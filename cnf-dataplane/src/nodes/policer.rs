@@ -116,7 +116,7 @@ impl PolicerNode {
                 PolicerNext::Ip4Rewrite
             }
             ColourAction::Drop => {
-                sessions.count_drop(slot, dir);
+                sessions.count_drop(slot, dir, len);
                 PolicerNext::Drop(C::PolicerDropped)
             }
         }

@@ -298,14 +298,15 @@ impl SessionLine {
     }
 }
 
-/// Per session and direction: yellow and red packets and bytes, and action drops; touched only
-/// by packets that are not green.
+/// Per session and direction: yellow and red packets and bytes, and action drops (packets and
+/// bytes); touched only by packets that are not green.
 #[derive(Debug, Default)]
 pub struct ColdCounters {
-    cells: [[Counter; 5]; 2],
+    cells: [[Counter; 6]; 2],
 }
 
 const DROPPED: usize = 4;
+const DROPPED_BYTES: usize = 5;
 
 /// A worker's per-session counters, shared with the control thread (read side).
 pub type SessionCounterArray = Arc<SessionCounters>;
@@ -395,6 +396,7 @@ impl SlotCounters<'_> {
             out.packets[d] = [line.green_packets.get(), c[0].get(), c[2].get()];
             out.bytes[d] = [line.green_bytes.get(), c[1].get(), c[3].get()];
             out.dropped[d] = c[DROPPED].get();
+            out.dropped_bytes[d] = c[DROPPED_BYTES].get();
         }
         out
     }
@@ -537,11 +539,13 @@ impl SessionTable {
         count(&self.lines, &self.cold, slot, dir, colour, len);
     }
 
-    /// Count a packet dropped by its colour's action.
+    /// Count a packet of `len` bytes dropped by its colour's action.
     #[inline(always)]
-    pub fn count_drop(&self, slot: u32, dir: Direction) {
+    pub fn count_drop(&self, slot: u32, dir: Direction, len: u32) {
         if let Some(c) = self.cold.get(slot as usize) {
-            c.cells[dir as usize][DROPPED].add(1);
+            let d = &c.cells[dir as usize];
+            d[DROPPED].add(1);
+            d[DROPPED_BYTES].add(u64::from(len));
         }
     }
 
@@ -762,10 +766,10 @@ mod tests {
 
     #[test]
     fn bytes_per_session_is_bounded() {
-        // 2 lines (128) + cold counters (80) + 2 indexes at load <= 1/2 (32).
+        // 2 lines (128) + cold counters (96) + 2 indexes at load <= 1/2 (32).
         let t = SessionTable::new(1 << 16, 1);
         let per = t.bytes() / t.capacity();
-        assert!(per <= 240, "{per} bytes per session");
+        assert!(per <= 256, "{per} bytes per session");
     }
 
     #[test]
@@ -782,11 +786,12 @@ mod tests {
         assert!(l.captive());
         t.count(2, Direction::Up, Colour::Green, 100);
         t.count(2, Direction::Down, Colour::Red, 60);
-        t.count_drop(2, Direction::Down);
+        t.count_drop(2, Direction::Down, 60);
         let c = t.counters().get(2).expect("slot 2").read();
         assert_eq!(c.packets, [[1, 0, 0], [0, 0, 1]]);
         assert_eq!(c.bytes, [[100, 0, 0], [0, 0, 60]]);
         assert_eq!(c.dropped, [0, 1]);
+        assert_eq!(c.dropped_bytes, [0, 60]);
         // Reinstalling a removed slot starts its counters over.
         assert!(t.remove(2));
         assert_eq!(t.get(2), None);
