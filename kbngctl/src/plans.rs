@@ -79,7 +79,7 @@ pub fn run(server: &ServerArgs, args: PlansArgs) -> anyhow::Result<ExitCode> {
         println!("captive (walled garden): {}", v["captive"]);
         if let Some(m) = &measured {
             println!(
-                "measured over {:.1} s from {} session(s)' counters (green+yellow bytes forwarded)",
+                "measured over {:.1} s from {} session(s)' counters (bytes delivered: all colours less those dropped)",
                 m.secs, m.sampled
             );
         }
@@ -104,12 +104,23 @@ struct Measured {
     secs: f64,
 }
 
-/// Forwarded bytes (green + yellow) of one session: (up, down).
+/// Delivered bytes of one direction's counters: every colour less what its plan's action
+/// dropped (a plan may transmit or re-mark red as well as drop it).
+fn delivered_bytes(d: &Value) -> u64 {
+    let b = |k: &str| d[k].as_u64().unwrap_or(0);
+    b("greenBytes")
+        .saturating_add(b("yellowBytes"))
+        .saturating_add(b("redBytes"))
+        .saturating_sub(b("droppedBytes"))
+}
+
+/// Delivered bytes of one session: (up, down).
 async fn forwarded(c: &Client, id: u64) -> Option<(u64, u64)> {
     let v = c.get(&format!("/v1/sessions/{id}/counters")).await.ok()?;
-    let dir =
-        |d: &Value| d["greenBytes"].as_u64().unwrap_or(0) + d["yellowBytes"].as_u64().unwrap_or(0);
-    Some((dir(&v["upstream"]), dir(&v["downstream"])))
+    Some((
+        delivered_bytes(&v["upstream"]),
+        delivered_bytes(&v["downstream"]),
+    ))
 }
 
 async fn measure(c: &Client, over: Duration) -> anyhow::Result<Measured> {
@@ -152,4 +163,20 @@ async fn measure(c: &Client, over: Duration) -> anyhow::Result<Measured> {
         sampled,
         secs,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delivered_bytes_are_every_colour_less_the_dropped() {
+        let red_dropped = serde_json::json!({"greenBytes": 200, "yellowBytes": 100,
+            "redBytes": 500, "droppedBytes": 500});
+        assert_eq!(delivered_bytes(&red_dropped), 300);
+        let red_sent = serde_json::json!({"greenBytes": 200, "yellowBytes": 100,
+            "redBytes": 500, "droppedBytes": 0});
+        assert_eq!(delivered_bytes(&red_sent), 800);
+        assert_eq!(delivered_bytes(&serde_json::Value::Null), 0);
+    }
 }
