@@ -325,6 +325,17 @@ pub struct SlotCounters<'a> {
     cold: &'a ColdCounters,
 }
 
+/// Count a yellow or red packet of `len` bytes in slot `slot` (single writer).
+#[inline(always)]
+fn count_cold(cold: &[ColdCounters], slot: u32, dir: Direction, colour: Colour, len: u32) {
+    let at = if colour == Colour::Yellow { 0 } else { 2 };
+    if let Some(c) = cold.get(slot as usize) {
+        let d = &c.cells[dir as usize];
+        d[at].add(1);
+        d[at + 1].add(u64::from(len));
+    }
+}
+
 /// Count a packet of `len` bytes coloured `colour` in slot `slot` (single writer).
 #[inline(always)]
 fn count(
@@ -342,14 +353,7 @@ fn count(
                 l.green_bytes.add(u64::from(len));
             }
         }
-        Colour::Yellow | Colour::Red => {
-            let at = if colour == Colour::Yellow { 0 } else { 2 };
-            if let Some(c) = cold.get(slot as usize) {
-                let d = &c.cells[dir as usize];
-                d[at].add(1);
-                d[at + 1].add(u64::from(len));
-            }
-        }
+        Colour::Yellow | Colour::Red => count_cold(cold, slot, dir, colour, len),
     }
 }
 
@@ -529,14 +533,8 @@ impl SessionTable {
             line.green_packets.add(1);
             line.green_bytes.add(u64::from(len));
         } else {
-            count(&self.lines, &self.cold, slot, dir, colour, len);
+            count_cold(&self.cold, slot, dir, colour, len);
         }
-    }
-
-    /// Count a packet of `len` bytes coloured `colour` (green in the hot line, others cold).
-    #[inline(always)]
-    pub fn count(&self, slot: u32, dir: Direction, colour: Colour, len: u32) {
-        count(&self.lines, &self.cold, slot, dir, colour, len);
     }
 
     /// Count a packet of `len` bytes dropped by its colour's action.
@@ -627,24 +625,32 @@ impl SessionTable {
         if let Some(l) = holding(candidate) {
             return Some((candidate, l));
         }
-        let slot = self.index(dir).find(hash, |s| holding(s).is_some())?;
+        let slot = self.find_slot(dir, hash, &is)?;
         Some((slot, holding(slot)?))
+    }
+
+    /// The slot on the probe chain of `hash` whose line `is` accepts (the whole chain walked).
+    #[inline(always)]
+    fn find_slot(
+        &self,
+        dir: Direction,
+        hash: u64,
+        is: impl Fn(&SessionLine) -> bool,
+    ) -> Option<u32> {
+        self.index(dir)
+            .find(hash, |s| self.line(s, dir).is_some_and(&is))
     }
 
     /// The slot of key `k` with hash `hash` (control path and tests).
     pub fn up_find(&self, k: &SessionKey, hash: u64) -> Option<u32> {
         let (key, _) = k.words();
         let v = vids(k.outer_vid, k.inner_vid);
-        self.up.find(hash, |s| {
-            self.line(s, Direction::Up).is_some_and(|l| l.is_up(key, v))
-        })
+        self.find_slot(Direction::Up, hash, |l| l.is_up(key, v))
     }
 
     /// The slot of address `ip` with hash `hash` (control path and tests).
     pub fn down_find(&self, ip: u32, hash: u64) -> Option<u32> {
-        self.down.find(hash, |s| {
-            self.line(s, Direction::Down).is_some_and(|l| l.is_down(ip))
-        })
+        self.find_slot(Direction::Down, hash, |l| l.is_down(ip))
     }
 
     /// Look up by upstream key (control path and tests).
@@ -784,8 +790,9 @@ mod tests {
         let l = t.line(2, Direction::Down).expect("slot 2");
         assert_eq!(l.l2(), (s.key.mac, s.key.outer_vid, s.key.inner_vid));
         assert!(l.captive());
-        t.count(2, Direction::Up, Colour::Green, 100);
-        t.count(2, Direction::Down, Colour::Red, 60);
+        let line = |d| t.line(2, d).expect("slot 2");
+        t.count_on(line(Direction::Up), 2, Direction::Up, Colour::Green, 100);
+        t.count_on(line(Direction::Down), 2, Direction::Down, Colour::Red, 60);
         t.count_drop(2, Direction::Down, 60);
         let c = t.counters().get(2).expect("slot 2").read();
         assert_eq!(c.packets, [[1, 0, 0], [0, 0, 1]]);
