@@ -63,16 +63,6 @@ uint16_t kbng_pktmbuf_tailroom(const struct rte_mbuf *m)
 	return rte_pktmbuf_tailroom(m);
 }
 
-uint8_t *kbng_pktmbuf_prepend(struct rte_mbuf *m, uint16_t len)
-{
-	return (uint8_t *)rte_pktmbuf_prepend(m, len);
-}
-
-uint8_t *kbng_pktmbuf_adj(struct rte_mbuf *m, uint16_t len)
-{
-	return (uint8_t *)rte_pktmbuf_adj(m, len);
-}
-
 uint8_t *kbng_pktmbuf_append(struct rte_mbuf *m, uint16_t len)
 {
 	return (uint8_t *)rte_pktmbuf_append(m, len);

@@ -32,15 +32,13 @@ void kbng_pktmbuf_free(struct rte_mbuf *m);
 int kbng_pktmbuf_alloc_bulk(struct rte_mempool *mp, struct rte_mbuf **mbufs, unsigned int count);
 void kbng_pktmbuf_free_bulk(struct rte_mbuf **mbufs, unsigned int count);
 
-/* Mbuf data: rte_pktmbuf_mtod, data_len, pkt_len, headroom, tailroom, prepend, adj, append,
- * trim. */
+/* Mbuf data: rte_pktmbuf_mtod, data_len, pkt_len, headroom, tailroom, append, trim (prepend and
+ * adj are field updates written in Rust, see mbuf.rs). */
 uint8_t *kbng_pktmbuf_mtod(struct rte_mbuf *m);
 uint16_t kbng_pktmbuf_data_len(const struct rte_mbuf *m);
 uint32_t kbng_pktmbuf_pkt_len(const struct rte_mbuf *m);
 uint16_t kbng_pktmbuf_headroom(const struct rte_mbuf *m);
 uint16_t kbng_pktmbuf_tailroom(const struct rte_mbuf *m);
-uint8_t *kbng_pktmbuf_prepend(struct rte_mbuf *m, uint16_t len);
-uint8_t *kbng_pktmbuf_adj(struct rte_mbuf *m, uint16_t len);
 uint8_t *kbng_pktmbuf_append(struct rte_mbuf *m, uint16_t len);
 int kbng_pktmbuf_trim(struct rte_mbuf *m, uint16_t len);
 

@@ -133,6 +133,13 @@ fn mbuf_prepend_adj_round_trip(pool: &Mempool) {
 
     assert!(m.adj(4));
     assert_eq!(m.data(), &payload[..]);
+    assert_eq!((m.headroom(), m.pkt_len()), (128, 64));
+    // The whole headroom, and back: the bounds are inclusive, as in rte_mbuf.h.
+    let tag = m.prepend(128).expect("exactly the headroom");
+    assert_eq!(tag.len(), 128);
+    assert_eq!((m.headroom(), m.len(), m.pkt_len()), (0, 192, 192));
+    assert!(m.adj(128));
+    assert_eq!(m.data(), &payload[..]);
     assert!(m.trim(14));
     assert_eq!(m.data(), &payload[..50]);
 
