@@ -192,7 +192,7 @@ pub const NO_IO_BURST: usize = 64;
 pub fn run_no_io(sessions: u32, max_bursts: u64, max_secs: f64) -> NoIoRun {
     use crate::meter::SrTcmProfile;
     use crate::nodes::NodeEnv;
-    use crate::packet::{Frame, HeapBuf, Pkt};
+    use crate::packet::{Frame, HeapBuf, Pkt, TxFrame};
     use crate::pipeline::Pipeline;
 
     let hz = 2_000_000_000;
@@ -208,8 +208,8 @@ pub fn run_no_io(sessions: u32, max_bursts: u64, max_secs: f64) -> NoIoRun {
         .map(|_| HeapBuf::from_bytes(&[0; 64]))
         .collect();
     let mut rx: Box<Frame<HeapBuf>> = Box::default();
-    let mut tx_a: Box<Frame<HeapBuf>> = Box::default();
-    let mut tx_u: Box<Frame<HeapBuf>> = Box::default();
+    let mut tx_a: Box<TxFrame<HeapBuf>> = Box::default();
+    let mut tx_u: Box<TxFrame<HeapBuf>> = Box::default();
     let start = std::time::Instant::now();
     let cpu0 = crate::counters::thread_cpu_ns();
     let mut run = NoIoRun::default();
@@ -234,8 +234,8 @@ pub fn run_no_io(sessions: u32, max_bursts: u64, max_secs: f64) -> NoIoRun {
             run.packets += rx.len() as u64;
             process_vector(&mut pipe, &mut tables, now, &mut rx, &mut tx_a, &mut tx_u);
             run.forwarded += (tx_a.len() + tx_u.len()) as u64;
-            pool.extend(tx_a.drain(..).map(|p| p.buf));
-            pool.extend(tx_u.drain(..).map(|p| p.buf));
+            pool.extend(tx_a.drain(..));
+            pool.extend(tx_u.drain(..));
             bursts += 1;
             if bursts >= max_bursts {
                 break;
@@ -255,8 +255,8 @@ pub fn process_vector(
     tables: &mut Tables,
     now: u64,
     rx: &mut crate::packet::Frame<crate::packet::HeapBuf>,
-    tx_a: &mut crate::packet::Frame<crate::packet::HeapBuf>,
-    tx_u: &mut crate::packet::Frame<crate::packet::HeapBuf>,
+    tx_a: &mut crate::packet::TxFrame<crate::packet::HeapBuf>,
+    tx_u: &mut crate::packet::TxFrame<crate::packet::HeapBuf>,
 ) {
     pipe.process(tables, now, rx, tx_a, tx_u, &mut crate::punt::NullPuntSink);
 }

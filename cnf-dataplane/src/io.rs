@@ -28,7 +28,7 @@ use dpdk_sys::{Burst, Mbuf, Mempool, RxQueue, TxQueue};
 use crate::bench::BenchTraffic;
 use crate::command::CommandReceiver;
 use crate::counters::WorkerStats;
-use crate::packet::{Frame, PacketBuf, Pkt, PortId};
+use crate::packet::{Frame, PacketBuf, Pkt, PortId, TxFrame};
 use crate::pipeline::{Pipeline, Tables};
 use crate::punt::{PUNT_SNAPLEN, PuntRecord};
 
@@ -128,8 +128,8 @@ impl Worker {
         let mut burst: Burst<RX_BURST> = Burst::new();
         let mut out: Box<Burst<{ crate::packet::FRAME_SIZE }>> = Box::new(Burst::new());
         let mut rx: Box<Frame<Mbuf>> = Box::default();
-        let mut tx_a: Box<Frame<Mbuf>> = Box::default();
-        let mut tx_u: Box<Frame<Mbuf>> = Box::default();
+        let mut tx_a: Box<TxFrame<Mbuf>> = Box::default();
+        let mut tx_u: Box<TxFrame<Mbuf>> = Box::default();
         let cpu_start = crate::counters::thread_cpu_ns();
         let mut empty_polls: u32 = 0;
         while !stop.load(Ordering::Relaxed) {
@@ -166,8 +166,8 @@ impl Worker {
                     PipelineMode::Empty => {
                         for p in rx.drain(..) {
                             let _ = match p.meta.rx_port {
-                                PortId::Access => tx_u.try_push(p),
-                                PortId::Uplink => tx_a.try_push(p),
+                                PortId::Access => tx_u.try_push(p.buf),
+                                PortId::Uplink => tx_a.try_push(p.buf),
                             };
                         }
                     }
@@ -176,8 +176,8 @@ impl Worker {
                     if frame.is_empty() {
                         continue;
                     }
-                    for p in frame.drain(..) {
-                        let _ = out.push(p.buf);
+                    for b in frame.drain(..) {
+                        let _ = out.push(b);
                     }
                     let c = q.tx[port as usize].tx(&mut out);
                     self.stats.tx_packets.add(c.sent as u64);

@@ -94,6 +94,10 @@ impl<P: PacketBuf> Pkt<P> {
 /// A fixed-capacity vector of packets (no allocation, ever).
 pub type Frame<P> = ArrayVec<Pkt<P>, FRAME_SIZE>;
 
+/// The packets leaving by one port: buffers without their metadata, which no node reads after
+/// the last one. Handing a packet to transmit then moves one pointer, not a 40-byte [`Pkt`].
+pub type TxFrame<P> = ArrayVec<P, FRAME_SIZE>;
+
 /// Bytes of headroom in a [`HeapBuf`] (DPDK's `RTE_PKTMBUF_HEADROOM`).
 pub const HEAP_HEADROOM: usize = 128;
 /// Data room of a [`HeapBuf`].

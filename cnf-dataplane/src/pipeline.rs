@@ -28,7 +28,7 @@ use crate::nodes::punt::{PuntCounter, PuntNode};
 use crate::nodes::session_lookup::{SessionLookupCounter, SessionLookupNode};
 use crate::nodes::uplink_arp::{UplinkArpCounter, UplinkArpNode};
 use crate::nodes::walled_garden::{WalledGardenCounter, WalledGardenNode};
-use crate::packet::{Frame, PacketBuf};
+use crate::packet::{Frame, PacketBuf, TxFrame};
 use crate::punt::PuntSink;
 use crate::tables::{AccessTable, HugeTableBacking, PlanTable, SessionTable};
 
@@ -258,8 +258,8 @@ impl<P: PacketBuf> Pipeline<P> {
         tables: &mut Tables,
         now: u64,
         rx: &mut Frame<P>,
-        tx_access: &mut Frame<P>,
-        tx_uplink: &mut Frame<P>,
+        tx_access: &mut TxFrame<P>,
+        tx_uplink: &mut TxFrame<P>,
         punt_sink: &mut impl PuntSink,
     ) {
         self.env.refresh_next_hop();

@@ -5,7 +5,7 @@ use crate::command::{Command, apply};
 use crate::counters::CounterKind;
 use crate::meter::{SrTcmProfile, TrTcmProfile};
 use crate::nodes::testpkt::*;
-use crate::packet::{HeapBuf, Pkt, PortId};
+use crate::packet::{HeapBuf, Pkt, PortId, TxFrame};
 use crate::punt::{PuntReason, PuntRecord};
 use crate::tables::{ColourAction, DirPolicy, MeterProfile, Plan, Session, SessionKey};
 
@@ -15,8 +15,8 @@ struct Rig {
     p: Pipeline<HeapBuf>,
     t: Tables,
     punts: Vec<PuntRecord>,
-    tx_a: Frame<HeapBuf>,
-    tx_u: Frame<HeapBuf>,
+    tx_a: TxFrame<HeapBuf>,
+    tx_u: TxFrame<HeapBuf>,
 }
 
 struct VecSink<'a>(&'a mut Vec<PuntRecord>);
@@ -67,8 +67,8 @@ impl Rig {
             p: Pipeline::new(env(), 0, limit, 0),
             t,
             punts: Vec::new(),
-            tx_a: Frame::new(),
-            tx_u: Frame::new(),
+            tx_a: TxFrame::new(),
+            tx_u: TxFrame::new(),
         }
     }
 
@@ -132,14 +132,14 @@ fn forwards_both_ways_with_tag_pop_and_push() {
         assert_eq!(r.tx_u.len(), 1, "vids {vids:?}");
         assert_eq!(r.tx_a.len(), 1);
         // Upstream: untagged, next-hop MAC, TTL 63, checksum still valid.
-        let u = r.tx_u[0].buf.data();
+        let u = r.tx_u[0].data();
         assert_eq!(&u[0..6], &CORE_MAC);
         assert_eq!(&u[6..12], &UPLINK_MAC);
         assert_eq!(&u[12..14], &[0x08, 0x00]);
         assert_eq!(u[14 + 8], 63);
         assert_eq!(kbng_wire::checksum::checksum(&u[14..34]), 0);
         // Downstream: the session's tags pushed, session MAC.
-        let d = r.tx_a[0].buf.data();
+        let d = r.tx_a[0].data();
         let l2 = kbng_wire::parse_l2(d).unwrap();
         assert_eq!(l2.dst.0, SUB_MAC);
         assert_eq!(l2.src.0, ACCESS_MAC);
@@ -208,7 +208,7 @@ fn dhcp_and_arp_punted_gateway_arp_answered() {
     assert_eq!(r.counter("punt", "punted"), 2);
     // Proxy ARP reply: same tag, op 2, sender = gateway.
     assert_eq!(r.tx_a.len(), 1);
-    let rep = r.tx_a[0].buf.data();
+    let rep = r.tx_a[0].data();
     let l2 = kbng_wire::parse_l2(rep).unwrap();
     assert_eq!(l2.dst.0, SUB_MAC);
     assert_eq!(l2.outer_vid(), Some(100));
@@ -253,7 +253,7 @@ fn captive_session_reaches_only_the_walled_garden() {
         ],
     );
     assert_eq!(r.tx_u.len(), 1);
-    assert_eq!(&r.tx_u[0].buf.data()[30..34], &PORTAL_IP);
+    assert_eq!(&r.tx_u[0].data()[30..34], &PORTAL_IP);
     assert!(r.tx_a.is_empty());
     assert_eq!(r.counter("walled-garden", "walled garden allowed"), 1);
     assert_eq!(r.counter("walled-garden", "HTTP redirect punted"), 1);
@@ -290,10 +290,10 @@ fn policer_colours_remark_and_drop_per_plan() {
     assert_eq!(r.counter("policer", "red"), 2);
     assert_eq!(r.counter("policer", "re-marked"), 2);
     assert_eq!(r.counter("policer", "policer dropped"), 2);
-    let dscp = |i: usize| r.tx_u[i].buf.data()[15] >> 2;
+    let dscp = |i: usize| r.tx_u[i].data()[15] >> 2;
     assert_eq!((dscp(0), dscp(1), dscp(2), dscp(3)), (0, 0, 10, 10));
     assert_eq!(
-        kbng_wire::checksum::checksum(&r.tx_u[3].buf.data()[14..34]),
+        kbng_wire::checksum::checksum(&r.tx_u[3].data()[14..34]),
         0
     );
     let c = r.t.sessions.counters().get(0).expect("slot 0").read();

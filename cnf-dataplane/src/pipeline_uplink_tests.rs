@@ -5,7 +5,7 @@ use super::*;
 use crate::command::{Command, apply};
 use crate::meter::SrTcmProfile;
 use crate::nodes::testpkt::*;
-use crate::packet::{HeapBuf, Pkt, PortId};
+use crate::packet::{HeapBuf, Pkt, PortId, TxFrame};
 use crate::punt::PuntRecord;
 use crate::tables::{Session, SessionKey};
 
@@ -23,8 +23,8 @@ impl PuntSink for Sink {
 struct Rig {
     p: Pipeline<HeapBuf>,
     t: Tables,
-    tx_a: Frame<HeapBuf>,
-    tx_u: Frame<HeapBuf>,
+    tx_a: TxFrame<HeapBuf>,
+    tx_u: TxFrame<HeapBuf>,
     punted: usize,
 }
 
@@ -57,8 +57,8 @@ impl Rig {
         Self {
             p: Pipeline::new(env, 0, limit, 0),
             t,
-            tx_a: Frame::new(),
-            tx_u: Frame::new(),
+            tx_a: TxFrame::new(),
+            tx_u: TxFrame::new(),
             punted: 0,
         }
     }
@@ -120,9 +120,9 @@ fn qinq_with_an_802_1ad_s_tag_both_ways() {
     let mut r = Rig::new(env);
     r.run(&[up_ad(), down()]);
     assert_eq!((r.tx_u.len(), r.tx_a.len()), (1, 1));
-    let u = r.tx_u[0].buf.data();
+    let u = r.tx_u[0].data();
     assert_eq!(&u[12..14], &[0x08, 0x00], "tags popped upstream");
-    let d = r.tx_a[0].buf.data();
+    let d = r.tx_a[0].data();
     assert_eq!(&d[12..14], &[0x88, 0xa8], "S-tag pushed downstream");
     assert_eq!(&d[16..18], &[0x81, 0x00], "C-tag inside");
     let l2 = kbng_wire::parse_l2(d).unwrap();
@@ -148,7 +148,7 @@ fn ttl_1_gets_time_exceeded_from_the_gateway_and_the_uplink_address() {
     assert_eq!(r.counter("icmp-error", "time exceeded sent"), 2);
     assert_eq!((r.tx_a.len(), r.tx_u.len()), (1, 2));
     // To the subscriber: its S- and C-tag, from its gateway.
-    let a = r.tx_a[0].buf.data();
+    let a = r.tx_a[0].data();
     assert_eq!(&a[..6], &SUB_MAC);
     assert_eq!(&a[12..14], &[0x88, 0xa8]);
     let ip = &a[22..];
@@ -158,9 +158,9 @@ fn ttl_1_gets_time_exceeded_from_the_gateway_and_the_uplink_address() {
     let u = r
         .tx_u
         .iter()
-        .find(|p| p.buf.data()[14 + 9] == 1)
+        .find(|p| p.data()[14 + 9] == 1)
         .expect("ICMP");
-    let u = u.buf.data();
+    let u = u.data();
     assert_eq!(&u[..6], &CORE_MAC);
     assert_eq!((&u[26..30], &u[30..34]), (&UPLINK_IP[..], &CORE_IP[..]));
 }
@@ -179,7 +179,7 @@ fn the_next_hop_is_learned_answered_and_followed_when_it_moves() {
         PortId::Uplink,
     )]);
     assert_eq!(r.tx_u.len(), 1);
-    let reply = kbng_wire::ArpRepr::parse(&r.tx_u[0].buf.data()[14..]).unwrap();
+    let reply = kbng_wire::ArpRepr::parse(&r.tx_u[0].data()[14..]).unwrap();
     assert_eq!(reply.sender_ip.octets(), UPLINK_IP);
     assert_eq!(reply.sender_mac.0, UPLINK_MAC);
     assert_eq!(r.counter("uplink-arp", "uplink ARP replies"), 1);
@@ -187,7 +187,7 @@ fn the_next_hop_is_learned_answered_and_followed_when_it_moves() {
     // The next burst forwards upstream to it.
     r.run(&[up_ad()]);
     assert_eq!(r.tx_u.len(), 1);
-    assert_eq!(&r.tx_u[0].buf.data()[..6], &CORE_MAC);
+    assert_eq!(&r.tx_u[0].data()[..6], &CORE_MAC);
     // It moves to another MAC and says so with a gratuitous ARP: followed at the next burst.
     r.run(&[
         (
@@ -198,7 +198,7 @@ fn the_next_hop_is_learned_answered_and_followed_when_it_moves() {
     ]);
     assert_eq!(r.counter("uplink-arp", "next hop MAC changed"), 2);
     r.run(&[up_ad()]);
-    assert_eq!(&r.tx_u[0].buf.data()[..6], &MOVED_MAC);
+    assert_eq!(&r.tx_u[0].data()[..6], &MOVED_MAC);
     // ARP from anyone else for anything else is dropped and counted.
     r.run(&[(
         arp_reply([2, 0, 0, 0, 0, 0x55], [192, 0, 2, 7], [192, 0, 2, 8]),

@@ -9,7 +9,7 @@ use kbng_dataplane::command::{Command, apply};
 use kbng_dataplane::meter::{SrTcmProfile, TrTcmProfile};
 use kbng_dataplane::nodes::NodeEnv;
 use kbng_dataplane::nodes::walled_garden::WalledGardenRule;
-use kbng_dataplane::packet::{Frame, HeapBuf, PacketBuf, Pkt, PortId};
+use kbng_dataplane::packet::{Frame, HeapBuf, PacketBuf, Pkt, PortId, TxFrame};
 use kbng_dataplane::pipeline::{Pipeline, Tables};
 use kbng_dataplane::punt::PuntRecord;
 use kbng_dataplane::tables::{ColourAction, DirPolicy, MeterProfile, Plan, Session, SessionKey};
@@ -148,8 +148,8 @@ fn steady_state_burst_allocates_nothing() {
     let mut pipe: Pipeline<HeapBuf> = Pipeline::new(env, 0, limit, 0);
     let (mut punt_tx, mut punt_rx) = rtrb::RingBuffer::<PuntRecord>::new(256);
     let mut rx: Box<Frame<HeapBuf>> = Box::default();
-    let mut tx_a: Box<Frame<HeapBuf>> = Box::default();
-    let mut tx_u: Box<Frame<HeapBuf>> = Box::default();
+    let mut tx_a: Box<TxFrame<HeapBuf>> = Box::default();
+    let mut tx_u: Box<TxFrame<HeapBuf>> = Box::default();
     let mut pool: Vec<HeapBuf> = Vec::with_capacity(512);
     for _ in 0..512 {
         pool.push(HeapBuf::from_bytes(&[]));
@@ -180,9 +180,9 @@ fn steady_state_burst_allocates_nothing() {
             total_allocs += change.allocations + change.reallocations;
         }
         assert!(tx_u.len() + tx_a.len() > 0);
-        for p in tx_a.drain(..).chain(tx_u.drain(..)) {
-            assert!(!p.buf.data().is_empty());
-            pool.push(p.buf);
+        for b in tx_a.drain(..).chain(tx_u.drain(..)) {
+            assert!(!b.data().is_empty());
+            pool.push(b);
         }
         while punt_rx.pop().is_ok() {}
     }

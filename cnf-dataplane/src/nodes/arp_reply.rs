@@ -12,10 +12,10 @@
 
 use kbng_wire::{ArpRepr, MacAddr};
 
-use super::{NodeEnv, enqueue};
+use super::{NodeEnv, enqueue_tx};
 use crate::counters::NodeCounters;
 use crate::node_counters;
-use crate::packet::{Frame, PacketBuf};
+use crate::packet::{Frame, PacketBuf, TxFrame};
 
 node_counters! {
     /// Counters of `arp-reply`.
@@ -71,13 +71,13 @@ impl ArpReplyNode {
     }
 
     /// Process a frame.
-    pub fn run<P: PacketBuf>(&mut self, env: &NodeEnv, input: &mut Frame<P>, tx: &mut Frame<P>) {
+    pub fn run<P: PacketBuf>(&mut self, env: &NodeEnv, input: &mut Frame<P>, tx: &mut TxFrame<P>) {
         for mut pkt in input.drain(..) {
             let l3 = usize::from(pkt.meta.l3);
             match self.reply(env, &mut pkt.buf, l3) {
                 ArpReplyNext::TxAccess => {
                     self.counters.inc(ArpReplyCounter::Replied);
-                    if enqueue(tx, pkt).is_some() {
+                    if enqueue_tx(tx, pkt) {
                         self.counters.inc(ArpReplyCounter::FrameOverflow);
                     }
                 }

@@ -22,11 +22,11 @@
 use kbng_wire::Ipv4Packet;
 use kbng_wire::checksum::checksum;
 
-use super::{NodeEnv, enqueue};
+use super::{NodeEnv, enqueue_tx};
 use crate::counters::NodeCounters;
 use crate::meter::{Colour, SrTcm, SrTcmProfile};
 use crate::node_counters;
-use crate::packet::{Direction, Frame, PacketBuf, Pkt};
+use crate::packet::{Direction, Frame, PacketBuf, Pkt, TxFrame};
 use crate::tables::AccessTable;
 
 node_counters! {
@@ -202,26 +202,26 @@ impl IcmpErrorNode {
         access: &AccessTable,
         now: u64,
         input: &mut Frame<P>,
-        tx_access: &mut Frame<P>,
-        tx_uplink: &mut Frame<P>,
+        tx_access: &mut TxFrame<P>,
+        tx_uplink: &mut TxFrame<P>,
     ) {
         use IcmpErrorCounter as C;
         for mut pkt in input.drain(..) {
             let overflow = match self.time_exceeded(env, access, now, &mut pkt) {
                 IcmpErrorNext::TxAccess => {
                     self.counters.inc(C::TimeExceeded);
-                    enqueue(tx_access, pkt)
+                    enqueue_tx(tx_access, pkt)
                 }
                 IcmpErrorNext::TxUplink => {
                     self.counters.inc(C::TimeExceeded);
-                    enqueue(tx_uplink, pkt)
+                    enqueue_tx(tx_uplink, pkt)
                 }
                 IcmpErrorNext::Drop(reason) => {
                     self.counters.inc(reason);
-                    None
+                    false
                 }
             };
-            if overflow.is_some() {
+            if overflow {
                 self.counters.inc(C::FrameOverflow);
             }
         }

@@ -17,10 +17,10 @@
 
 use kbng_wire::fastpath::decrement_ttl;
 
-use super::{NodeEnv, enqueue};
+use super::{NodeEnv, enqueue, enqueue_tx};
 use crate::counters::{BurstCounts, NodeCounters};
 use crate::node_counters;
-use crate::packet::{Direction, Frame, PacketBuf, Pkt};
+use crate::packet::{Direction, Frame, PacketBuf, Pkt, TxFrame};
 use crate::tables::{SessionLine, SessionTable};
 
 node_counters! {
@@ -144,30 +144,30 @@ impl Ip4RewriteNode {
         env: &NodeEnv,
         line: &SessionLine,
         mut pkt: Pkt<P>,
-        tx_access: &mut Frame<P>,
-        tx_uplink: &mut Frame<P>,
+        tx_access: &mut TxFrame<P>,
+        tx_uplink: &mut TxFrame<P>,
         icmp: &mut Frame<P>,
     ) {
         use Ip4RewriteCounter as C;
         let overflow = match Self::rewrite(env, line, &mut pkt) {
             Ip4RewriteNext::TxUplink => {
                 counts.inc(C::ToUplink);
-                enqueue(tx_uplink, pkt)
+                enqueue_tx(tx_uplink, pkt)
             }
             Ip4RewriteNext::TxAccess => {
                 counts.inc(C::ToAccess);
-                enqueue(tx_access, pkt)
+                enqueue_tx(tx_access, pkt)
             }
             Ip4RewriteNext::IcmpError => {
                 counts.inc(C::TtlExpired);
-                enqueue(icmp, pkt)
+                enqueue(icmp, pkt).is_some()
             }
             Ip4RewriteNext::Drop(reason) => {
                 counts.inc(reason);
-                None
+                false
             }
         };
-        if overflow.is_some() {
+        if overflow {
             counts.inc(C::FrameOverflow);
         }
     }
@@ -178,8 +178,8 @@ impl Ip4RewriteNode {
         env: &NodeEnv,
         sessions: &SessionTable,
         input: &mut Frame<P>,
-        tx_access: &mut Frame<P>,
-        tx_uplink: &mut Frame<P>,
+        tx_access: &mut TxFrame<P>,
+        tx_uplink: &mut TxFrame<P>,
         icmp: &mut Frame<P>,
     ) {
         let mut counts = BurstCounts::default();

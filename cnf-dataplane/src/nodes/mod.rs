@@ -24,7 +24,7 @@ pub mod walled_garden;
 use std::sync::Arc;
 
 use crate::neighbour::NextHopCell;
-use crate::packet::{Frame, Pkt};
+use crate::packet::{Frame, Pkt, TxFrame};
 
 /// Static per-worker environment of the nodes (from validated start-up config).
 #[derive(Debug, Clone)]
@@ -82,6 +82,13 @@ impl Default for NodeEnv {
 #[inline(always)]
 pub(crate) fn enqueue<P>(frame: &mut Frame<P>, pkt: Pkt<P>) -> Option<Pkt<P>> {
     frame.try_push(pkt).err().map(|e| e.element())
+}
+
+/// Push a packet's buffer into a transmit frame; `true` if it overflowed (the buffer is then
+/// dropped here, which frees it, and the caller counts it).
+#[inline(always)]
+pub(crate) fn enqueue_tx<P>(frame: &mut TxFrame<P>, pkt: Pkt<P>) -> bool {
+    frame.try_push(pkt.buf).is_err()
 }
 
 /// Read a big-endian u16 at `at` (0 if out of range: callers have checked lengths).

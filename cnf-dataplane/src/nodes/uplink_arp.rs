@@ -14,10 +14,10 @@
 
 use kbng_wire::{ArpOp, ArpRepr, MacAddr};
 
-use super::{NodeEnv, enqueue};
+use super::{NodeEnv, enqueue_tx};
 use crate::counters::NodeCounters;
 use crate::node_counters;
-use crate::packet::{Frame, PacketBuf};
+use crate::packet::{Frame, PacketBuf, TxFrame};
 
 node_counters! {
     /// Counters of `uplink-arp`.
@@ -112,14 +112,14 @@ impl UplinkArpNode {
         env: &NodeEnv,
         now: u64,
         input: &mut Frame<P>,
-        tx_uplink: &mut Frame<P>,
+        tx_uplink: &mut TxFrame<P>,
     ) {
         for mut pkt in input.drain(..) {
             let l3 = usize::from(pkt.meta.l3);
             match self.handle(env, now, &mut pkt.buf, l3) {
                 UplinkArpNext::TxUplink => {
                     self.counters.inc(UplinkArpCounter::Replied);
-                    if enqueue(tx_uplink, pkt).is_some() {
+                    if enqueue_tx(tx_uplink, pkt) {
                         self.counters.inc(UplinkArpCounter::FrameOverflow);
                     }
                 }
