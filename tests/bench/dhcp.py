@@ -259,7 +259,13 @@ class Cost:
         self.server = server
         self.procs = {k: getattr(server, k, None) for k in ("ctl", "dp")}
         self.cpu = {k: cpu_secs(p.pid) if p else None for k, p in self.procs.items()}
-        self.acks = server.counters().get("ACK sent") if self.procs["ctl"] else None
+        self.acks = self.acks_sent() if self.procs["ctl"] else None
+
+    def acks_sent(self):
+        """The control's "ACK sent" counter; a counter is listed from its first count on, so
+        a status without it means 0 (a fresh start), and no status at all means unknown."""
+        c = self.server.counters()
+        return c.get("ACK sent", 0) if c else None
 
     def end(self):
         if self.procs["ctl"] is None:
@@ -270,7 +276,7 @@ class Cost:
             before = self.cpu[k]
             out[f"{'control' if k == 'ctl' else 'dataplane'}_cpu_s"] = (
                 round(after - before, 3) if after is not None and before is not None else None)
-        acks = self.server.counters().get("ACK sent")
+        acks = self.acks_sent()
         sent = acks - self.acks if acks is not None and self.acks is not None else None
         out["control_acks_sent"] = sent
         out["control_us_per_ack"] = (round(out["control_cpu_s"] / sent * 1e6, 1)
