@@ -339,11 +339,11 @@ fn setups() -> Vec<Setup> {
             workers: 1,
             sessions: Some(10_000),
             args: full("10000"),
-            limited_by: "cpu: instructions of the graph (about 580 per packet: packet moves \
+            limited_by: "cpu: instructions of the graph (about 540 per packet: packet moves \
                          through the frames, hashing and an index walk, parse, two meters, \
-                         rewrite) plus L2 misses on index buckets and session lines (1.8 MB per \
-                         worker > 512 KiB L2), on top of I/O and the stamper (the empty pipeline \
-                         with stamper row: already about 0.6x testpmd)",
+                         rewrite) plus L2 misses on index buckets and session lines (about \
+                         2.7 MB per worker > 512 KiB L2), on top of I/O and the stamper (the \
+                         empty pipeline with stamper row: already about 0.55-0.6x testpmd)",
         },
         Setup {
             name: "kbng full pipeline, 1M sessions, 1 worker",
