@@ -88,25 +88,36 @@ fn be32(h: &[u8; FAST_PREFIX], at: usize) -> u32 {
 #[inline(always)]
 pub fn l2_ipv4(frame: &[u8]) -> Option<L2Ipv4> {
     let h: &[u8; FAST_PREFIX] = frame.first_chunk()?;
-    let (l3, outer_vid, inner_vid) = match be16(h, 12) {
-        ethertype::IPV4 => (14, 0, 0),
+    // One instance per tag count: with the L3 offset a constant, every field read below is at
+    // a fixed offset into the 42-byte prefix and needs no bounds check.
+    match be16(h, 12) {
+        ethertype::IPV4 => ipv4_at::<14>(frame, h, 0, 0),
         ethertype::VLAN | ethertype::QINQ => match be16(h, 16) {
-            ethertype::IPV4 => (18, be16(h, 14) & 0x0fff, 0),
+            ethertype::IPV4 => ipv4_at::<18>(frame, h, be16(h, 14) & 0x0fff, 0),
             ethertype::VLAN if be16(h, 20) == ethertype::IPV4 => {
-                (22, be16(h, 14) & 0x0fff, be16(h, 18) & 0x0fff)
+                ipv4_at::<22>(frame, h, be16(h, 14) & 0x0fff, be16(h, 18) & 0x0fff)
             }
-            _ => return None,
+            _ => None,
         },
-        _ => return None,
-    };
-    let ver_ihl = *h.get(l3)?;
+        _ => None,
+    }
+}
+
+#[inline(always)]
+fn ipv4_at<const L3: usize>(
+    frame: &[u8],
+    h: &[u8; FAST_PREFIX],
+    outer_vid: u16,
+    inner_vid: u16,
+) -> Option<L2Ipv4> {
+    let ver_ihl = *h.get(L3)?;
     let header_len = usize::from(ver_ihl & 0x0f) * 4;
-    let total_len = be16(h, l3 + 2);
+    let total_len = be16(h, L3 + 2);
     let total = usize::from(total_len);
     if ver_ihl >> 4 != 4
         || header_len < IPV4_HEADER_LEN
         || total < header_len
-        || total > frame.len() - l3
+        || total > frame.len() - L3
     {
         return None;
     }
@@ -122,13 +133,13 @@ pub fn l2_ipv4(frame: &[u8]) -> Option<L2Ipv4> {
         src,
         outer_vid,
         inner_vid,
-        l3,
+        l3: L3,
         header_len,
         total_len,
-        protocol: *h.get(l3 + 9)?,
-        fragment: be16(h, l3 + 6) & 0x3fff != 0,
-        src_ip: be32(h, l3 + 12),
-        dst_ip: be32(h, l3 + 16),
+        protocol: *h.get(L3 + 9)?,
+        fragment: be16(h, L3 + 6) & 0x3fff != 0,
+        src_ip: be32(h, L3 + 12),
+        dst_ip: be32(h, L3 + 16),
     })
 }
 
