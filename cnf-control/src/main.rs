@@ -43,7 +43,14 @@ struct Args {
     check_config: bool,
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+// One worker: the hot path is a chain of tasks (punt reader, engine, dataplane task, its HTTP/2
+// connection) that wake one another per batch. On one worker a wake is a queue push; on two,
+// most wakes also unparked the other worker (a futex each way), 10-17% of the control's CPU per
+// DORA (`tests/bench/results/2026-12-01-dhcp-control-profile.md`), for no parallelism worth it:
+// the engine task is one task anyway. Store commits run on a thread of their own
+// (`kbng_control::commit`). Multi-thread flavour still, so blocking sections may
+// `block_in_place` (the telemetry's final flush does).
+#[tokio::main(flavor = "multi_thread", worker_threads = 1)]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let telemetry = kbng_telemetry::init(
