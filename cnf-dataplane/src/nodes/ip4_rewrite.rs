@@ -63,22 +63,31 @@ pub struct Ip4RewriteNode {
     pub counters: NodeCounters<Ip4RewriteCounter>,
 }
 
-/// Write an Ethernet header with up to two 802.1Q/802.1ad tags at the start of `b`.
+/// Write an Ethernet header with `N` 802.1Q/802.1ad tags (0, 1 or 2) at the start of `b`. One
+/// instance per tag count, so every offset is a constant and the writes need no bounds checks.
 #[inline(always)]
-fn write_l2(b: &mut [u8], dst: &[u8; 6], src: &[u8; 6], tags: &[(u16, u16)]) {
-    let hlen = 14 + 4 * tags.len();
-    let Some(h) = b.get_mut(..hlen) else {
+fn write_l2<const N: usize>(b: &mut [u8], dst: &[u8; 6], src: &[u8; 6], tags: [(u16, u16); N]) {
+    let Some(h) = b.get_mut(..14 + 4 * N) else {
         return;
     };
     h[0..6].copy_from_slice(dst);
     h[6..12].copy_from_slice(src);
-    let mut at = 12;
-    for &(tpid, vid) in tags {
+    for (k, (tpid, vid)) in tags.into_iter().enumerate() {
+        let at = 12 + 4 * k;
         h[at..at + 2].copy_from_slice(&tpid.to_be_bytes());
         h[at + 2..at + 4].copy_from_slice(&(vid & 0x0fff).to_be_bytes());
-        at += 4;
     }
-    h[at..at + 2].copy_from_slice(&0x0800u16.to_be_bytes());
+    h[12 + 4 * N..14 + 4 * N].copy_from_slice(&0x0800u16.to_be_bytes());
+}
+
+/// Make the L2 header of `buf` exactly `want` bytes long, its IPv4 header now at `l3`.
+#[inline(always)]
+fn resize_l2<P: PacketBuf>(buf: &mut P, l3: usize, want: usize) -> bool {
+    if want > l3 {
+        buf.prepend(want - l3)
+    } else {
+        want == l3 || buf.adj(l3 - want)
+    }
 }
 
 impl Ip4RewriteNode {
@@ -105,31 +114,31 @@ impl Ip4RewriteNode {
                     return Ip4RewriteNext::Drop(C::NextHopUnresolved);
                 }
                 // Pop: move the start so exactly 14 bytes of header remain.
-                if l3 > 14 && !pkt.buf.adj(l3 - 14) {
+                if !resize_l2(&mut pkt.buf, l3, 14) {
                     return Ip4RewriteNext::Drop(C::NoHeadroom);
                 }
                 pkt.meta.l3 = 14;
-                write_l2(pkt.buf.data_mut(), &env.next_hop_mac, &env.uplink_mac, &[]);
+                write_l2(pkt.buf.data_mut(), &env.next_hop_mac, &env.uplink_mac, []);
                 Ip4RewriteNext::TxUplink
             }
             Direction::Down => {
                 let (mac, outer_vid, inner_vid) = line.l2();
-                let tags: &[(u16, u16)] = match (outer_vid, inner_vid) {
-                    (0, _) => &[],
-                    (o, 0) => &[(0x8100, o)],
-                    (o, i) => &[(env.outer_tpid, o), (0x8100, i)],
+                let want = match (outer_vid, inner_vid) {
+                    (0, _) => 14,
+                    (_, 0) => 18,
+                    _ => 22,
                 };
-                let want = 14 + 4 * tags.len();
-                let ok = if want > l3 {
-                    pkt.buf.prepend(want - l3)
-                } else {
-                    pkt.buf.adj(l3 - want)
-                };
-                if !ok {
+                if !resize_l2(&mut pkt.buf, l3, want) {
                     return Ip4RewriteNext::Drop(C::NoHeadroom);
                 }
                 pkt.meta.l3 = want as u16;
-                write_l2(pkt.buf.data_mut(), &mac, &env.access_mac, tags);
+                let b = pkt.buf.data_mut();
+                let src = &env.access_mac;
+                match (outer_vid, inner_vid) {
+                    (0, _) => write_l2(b, &mac, src, []),
+                    (o, 0) => write_l2(b, &mac, src, [(0x8100, o)]),
+                    (o, i) => write_l2(b, &mac, src, [(env.outer_tpid, o), (0x8100, i)]),
+                }
                 Ip4RewriteNext::TxAccess
             }
         }
