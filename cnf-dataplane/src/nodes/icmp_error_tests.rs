@@ -177,7 +177,8 @@ fn errors_are_rate_limited_per_worker() {
         1,
     );
     let mut rx: Frame<HeapBuf> = Frame::new();
-    let (mut tx_a, mut tx_u): (TxFrame<HeapBuf>, TxFrame<HeapBuf>) = (TxFrame::new(), TxFrame::new());
+    let (mut tx_a, mut tx_u): (TxFrame<HeapBuf>, TxFrame<HeapBuf>) =
+        (TxFrame::new(), TxFrame::new());
     for _ in 0..20 {
         rx.push(pkt(&up, PortId::Access, Direction::Up));
     }
