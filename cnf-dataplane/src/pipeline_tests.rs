@@ -292,10 +292,7 @@ fn policer_colours_remark_and_drop_per_plan() {
     assert_eq!(r.counter("policer", "policer dropped"), 2);
     let dscp = |i: usize| r.tx_u[i].data()[15] >> 2;
     assert_eq!((dscp(0), dscp(1), dscp(2), dscp(3)), (0, 0, 10, 10));
-    assert_eq!(
-        kbng_wire::checksum::checksum(&r.tx_u[3].data()[14..34]),
-        0
-    );
+    assert_eq!(kbng_wire::checksum::checksum(&r.tx_u[3].data()[14..34]), 0);
     let c = r.t.sessions.counters().get(0).expect("slot 0").read();
     assert_eq!(c.packets[0], [2, 2, 2]);
     assert_eq!(c.bytes[0], [100, 100, 100]);

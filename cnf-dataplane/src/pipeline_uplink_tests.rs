@@ -155,11 +155,7 @@ fn ttl_1_gets_time_exceeded_from_the_gateway_and_the_uplink_address() {
     assert_eq!((ip[9], ip[20]), (1, 11));
     assert_eq!((&ip[12..16], &ip[16..20]), (&GW_IP[..], &SUB_IP[..]));
     // To the core: untagged, from our uplink address, to the next hop's MAC.
-    let u = r
-        .tx_u
-        .iter()
-        .find(|p| p.data()[14 + 9] == 1)
-        .expect("ICMP");
+    let u = r.tx_u.iter().find(|p| p.data()[14 + 9] == 1).expect("ICMP");
     let u = u.data();
     assert_eq!(&u[..6], &CORE_MAC);
     assert_eq!((&u[26..30], &u[30..34]), (&UPLINK_IP[..], &CORE_IP[..]));
