@@ -290,4 +290,52 @@ mod tests {
         assert_eq!(frames, (1..=20).collect::<Vec<u8>>());
         let _ = std::fs::remove_file(&path);
     }
+
+    /// A batch without store changes leaves at once when nothing is pending, and waits behind
+    /// an earlier batch that is still committing.
+    #[test]
+    fn an_unstored_batch_overtakes_nothing() {
+        let path = std::env::temp_dir().join(format!("kbng-commit-idle-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let store = Arc::new(Store::open(&path).expect("open"));
+        let (dp_tx, _dp_rx) = mpsc::unbounded_channel();
+        let (watch, _) = broadcast::channel(16);
+        let c = Committer::start(store, vec![dp_tx], watch).expect("start");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let note = |n: u32| -> Reply {
+            let o = Arc::clone(&order);
+            Box::new(move || o.lock().expect("order").push(n))
+        };
+        rt.block_on(async {
+            let idle = Effects {
+                replies: vec![note(1)],
+                ..Effects::default()
+            };
+            assert!(c.submit(idle).await);
+            // Nothing was pending: released by submit itself, no commit thread involved.
+            assert_eq!(*order.lock().expect("order"), vec![1]);
+            let stored = Effects {
+                store: vec![StoreOp::Put(Box::new(session(7)))],
+                next_id: 8,
+                replies: vec![note(2)],
+                ..Effects::default()
+            };
+            assert!(c.submit(stored).await);
+            let behind = Effects {
+                replies: vec![note(3)],
+                ..Effects::default()
+            };
+            assert!(c.submit(behind).await);
+        });
+        drop(c);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while order.lock().expect("order").len() < 3 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(*order.lock().expect("order"), vec![1, 2, 3]);
+        let _ = std::fs::remove_file(&path);
+    }
 }
