@@ -108,8 +108,12 @@ impl SessionLookupNode {
             *c = sessions.prefetch_line(pkt.meta.dir, h);
         }
         let mut counts = BurstCounts::default();
-        let stage3 = input.drain(..).zip(hashes.iter()).zip(candidates.iter());
-        for ((mut pkt, &hash), &cand) in stage3 {
+        for (i, mut pkt) in input.drain(..).enumerate() {
+            // The mask keeps the index in range without a bounds check (i < FRAME_SIZE).
+            let (hash, cand) = (
+                hashes[i & (FRAME_SIZE - 1)],
+                candidates[i & (FRAME_SIZE - 1)],
+            );
             let next = match pkt.meta.dir {
                 Direction::Up => match sessions.up_find_at(&up_key(&pkt), hash, cand) {
                     None => N::Drop(C::NoSession),
