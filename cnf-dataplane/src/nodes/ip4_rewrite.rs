@@ -63,12 +63,29 @@ pub struct Ip4RewriteNode {
     pub counters: NodeCounters<Ip4RewriteCounter>,
 }
 
-/// Write an Ethernet header with `N` 802.1Q/802.1ad tags (0, 1 or 2) at the start of `b`. One
-/// instance per tag count, so every offset is a constant and the writes need no bounds checks.
+/// Give `pkt` an Ethernet header with `N` 802.1Q/802.1ad tags (0, 1 or 2) in front of its IPv4
+/// header: grow or shrink the L2 header to `14 + 4 * N` bytes, write it, and move `meta.l3`.
+/// `false`, nothing written, without the headroom. One instance per tag count, so every offset
+/// is a constant and the writes need no bounds checks.
 #[inline(always)]
-fn write_l2<const N: usize>(b: &mut [u8], dst: &[u8; 6], src: &[u8; 6], tags: [(u16, u16); N]) {
-    let Some(h) = b.get_mut(..14 + 4 * N) else {
-        return;
+fn set_l2<P: PacketBuf, const N: usize>(
+    pkt: &mut Pkt<P>,
+    dst: &[u8; 6],
+    src: &[u8; 6],
+    tags: [(u16, u16); N],
+) -> bool {
+    let (l3, want) = (usize::from(pkt.meta.l3), 14 + 4 * N);
+    let resized = if want > l3 {
+        pkt.buf.prepend(want - l3)
+    } else {
+        want == l3 || pkt.buf.adj(l3 - want)
+    };
+    if !resized {
+        return false;
+    }
+    pkt.meta.l3 = want as u16;
+    let Some(h) = pkt.buf.data_mut().get_mut(..want) else {
+        return true;
     };
     h[0..6].copy_from_slice(dst);
     h[6..12].copy_from_slice(src);
@@ -77,17 +94,8 @@ fn write_l2<const N: usize>(b: &mut [u8], dst: &[u8; 6], src: &[u8; 6], tags: [(
         h[at..at + 2].copy_from_slice(&tpid.to_be_bytes());
         h[at + 2..at + 4].copy_from_slice(&(vid & 0x0fff).to_be_bytes());
     }
-    h[12 + 4 * N..14 + 4 * N].copy_from_slice(&0x0800u16.to_be_bytes());
-}
-
-/// Make the L2 header of `buf` exactly `want` bytes long, its IPv4 header now at `l3`.
-#[inline(always)]
-fn resize_l2<P: PacketBuf>(buf: &mut P, l3: usize, want: usize) -> bool {
-    if want > l3 {
-        buf.prepend(want - l3)
-    } else {
-        want == l3 || buf.adj(l3 - want)
-    }
+    h[want - 2..want].copy_from_slice(&0x0800u16.to_be_bytes());
+    true
 }
 
 impl Ip4RewriteNode {
@@ -113,31 +121,22 @@ impl Ip4RewriteNode {
                 if !env.next_hop_resolved {
                     return Ip4RewriteNext::Drop(C::NextHopUnresolved);
                 }
-                // Pop: move the start so exactly 14 bytes of header remain.
-                if !resize_l2(&mut pkt.buf, l3, 14) {
+                // Pop: exactly 14 bytes of header remain.
+                if !set_l2(pkt, &env.next_hop_mac, &env.uplink_mac, []) {
                     return Ip4RewriteNext::Drop(C::NoHeadroom);
                 }
-                pkt.meta.l3 = 14;
-                write_l2(pkt.buf.data_mut(), &env.next_hop_mac, &env.uplink_mac, []);
                 Ip4RewriteNext::TxUplink
             }
             Direction::Down => {
                 let (mac, outer_vid, inner_vid) = line.l2();
-                let want = match (outer_vid, inner_vid) {
-                    (0, _) => 14,
-                    (_, 0) => 18,
-                    _ => 22,
-                };
-                if !resize_l2(&mut pkt.buf, l3, want) {
-                    return Ip4RewriteNext::Drop(C::NoHeadroom);
-                }
-                pkt.meta.l3 = want as u16;
-                let b = pkt.buf.data_mut();
                 let src = &env.access_mac;
-                match (outer_vid, inner_vid) {
-                    (0, _) => write_l2(b, &mac, src, []),
-                    (o, 0) => write_l2(b, &mac, src, [(0x8100, o)]),
-                    (o, i) => write_l2(b, &mac, src, [(env.outer_tpid, o), (0x8100, i)]),
+                let pushed = match (outer_vid, inner_vid) {
+                    (0, _) => set_l2(pkt, &mac, src, []),
+                    (o, 0) => set_l2(pkt, &mac, src, [(0x8100, o)]),
+                    (o, i) => set_l2(pkt, &mac, src, [(env.outer_tpid, o), (0x8100, i)]),
+                };
+                if !pushed {
+                    return Ip4RewriteNext::Drop(C::NoHeadroom);
                 }
                 Ip4RewriteNext::TxAccess
             }
