@@ -7,7 +7,8 @@
 //!
 //! Idle back-off (`--idle-sleep-us`, off by default): after [`IDLE_POLLS`] iterations in a row
 //! that received, injected and applied nothing, the worker sleeps that long before polling
-//! again, as DPDK's l3fwd-power does. Production keeps the pure busy-poll (lowest latency, a
+//! again, as DPDK's l3fwd-power does, and keeps sleeping between single polls until something
+//! arrives. Production keeps the pure busy-poll (lowest latency, a
 //! whole core); the back-off is for hosts where the worker shares CPUs with its control plane,
 //! such as the 2-vCPU benchmark machine. A sleep lasts at least the thread's timer slack
 //! (50 µs by default on Linux), so a packet arriving meanwhile waits up to that long plus the
@@ -28,9 +29,10 @@ use dpdk_sys::{Burst, Mbuf, Mempool, RxQueue, TxQueue};
 use crate::bench::BenchTraffic;
 use crate::command::CommandReceiver;
 use crate::counters::WorkerStats;
+use crate::doorbell::Doorbell;
 use crate::packet::{Frame, PacketBuf, Pkt, PortId, TxFrame};
 use crate::pipeline::{Pipeline, Tables};
-use crate::punt::{PUNT_SNAPLEN, PuntRecord};
+use crate::punt::{PUNT_SNAPLEN, PuntRing};
 
 impl PacketBuf for Mbuf {
     #[inline(always)]
@@ -99,7 +101,12 @@ pub struct Worker {
     /// Control commands.
     pub commands: CommandReceiver,
     /// Punted packets to the control thread.
-    pub punt: rtrb::Producer<PuntRecord>,
+    pub punt: PuntRing,
+    /// Rung after a burst that punted: wakes the punt pump.
+    pub punt_bell: Doorbell,
+    /// Answered by this worker: the control thread rings it after queueing an injected frame,
+    /// which ends an idle back-off sleep early.
+    pub wake: Doorbell,
     /// Injected frames from the control thread, and the pool to build them in.
     pub inject: Option<(rtrb::Consumer<InjectRecord>, Arc<Mempool>)>,
     /// Loop statistics.
@@ -113,9 +120,12 @@ pub struct Worker {
     pub idle_sleep: Option<std::time::Duration>,
 }
 
-/// Empty iterations in a row before an idle sleep (about 10-30 µs of polling on this
-/// class of CPU, so a packet train's gaps do not put the worker to sleep).
-pub const IDLE_POLLS: u32 = 256;
+/// Empty iterations in a row before an idle sleep (a few µs of polling on this class of CPU).
+/// Short, because every burst of control traffic (a punt, an inject, a session install) is
+/// followed by this many polls: at 256, that spinning was most of the worker's CPU in the
+/// DHCP bench. An injected frame rings the worker awake, so only received packets wait for
+/// the sleep to end.
+pub const IDLE_POLLS: u32 = 32;
 
 /// Receive burst size per port and iteration.
 pub const RX_BURST: usize = 32;
@@ -131,6 +141,7 @@ impl Worker {
         let mut tx_a: Box<TxFrame<Mbuf>> = Box::default();
         let mut tx_u: Box<TxFrame<Mbuf>> = Box::default();
         let cpu_start = crate::counters::thread_cpu_ns();
+        self.wake.answer_here();
         let mut empty_polls: u32 = 0;
         while !stop.load(Ordering::Relaxed) {
             let now = dpdk_sys::tsc();
@@ -183,6 +194,9 @@ impl Worker {
                     self.stats.tx_packets.add(c.sent as u64);
                     self.stats.tx_dropped.add(c.dropped as u64);
                 }
+                if self.punt.take_pushed() {
+                    self.punt_bell.ring();
+                }
                 self.stats
                     .busy_cycles
                     .add(dpdk_sys::tsc().saturating_sub(now));
@@ -192,10 +206,11 @@ impl Worker {
                 if rx_seen || applied > 0 || injected > 0 {
                     empty_polls = 0;
                 } else {
-                    empty_polls += 1;
+                    // Saturates: once idle, every empty poll sleeps again, so a quiet port
+                    // costs one poll per sleep instead of IDLE_POLLS.
+                    empty_polls = empty_polls.saturating_add(1);
                     if empty_polls >= IDLE_POLLS {
-                        empty_polls = 0;
-                        std::thread::sleep(pause);
+                        self.wake.wait(pause);
                     }
                 }
             }

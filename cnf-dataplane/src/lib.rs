@@ -38,6 +38,7 @@ pub mod command;
 pub mod config;
 pub mod control;
 pub mod counters;
+pub mod doorbell;
 pub mod grpc;
 pub mod io;
 pub mod meter;

@@ -21,6 +21,7 @@ use kbng_dataplane::config::{Args, Config};
 use kbng_dataplane::control::shadow::Shadow;
 use kbng_dataplane::control::{Control, MAX_BATCH, WorkerView};
 use kbng_dataplane::counters::WorkerStats;
+use kbng_dataplane::doorbell::Doorbell;
 use kbng_dataplane::grpc::DataplaneService;
 use kbng_dataplane::io::{InjectRecord, Worker, WorkerQueues};
 use kbng_dataplane::meter::SrTcmProfile;
@@ -28,7 +29,7 @@ use kbng_dataplane::neighbour::{NextHopCell, Resolver};
 use kbng_dataplane::nodes::NodeEnv;
 use kbng_dataplane::numa;
 use kbng_dataplane::pipeline::{Pipeline, Tables};
-use kbng_dataplane::punt::PuntRecord;
+use kbng_dataplane::punt::{PuntRecord, PuntRing};
 use tokio::sync::Mutex;
 
 fn main() -> ExitCode {
@@ -312,6 +313,7 @@ fn run(cfg: Config) -> anyhow::Result<()> {
     let mut workers = Vec::new();
     let mut views = Vec::new();
     let mut punt_rings = Vec::new();
+    let punt_bell = Doorbell::default();
     let (inject_tx, inject_rx) = rtrb::RingBuffer::<InjectRecord>::new(1024);
     let mut inject_rx = Some(inject_rx);
     let initial: Vec<Command> = std::iter::once(Command::AccessBegin)
@@ -343,12 +345,14 @@ fn run(cfg: Config) -> anyhow::Result<()> {
         let (punt_tx, punt_rx) = rtrb::RingBuffer::<PuntRecord>::new(1024);
         punt_rings.push(punt_rx);
         let stats = Arc::new(WorkerStats::default());
+        let wake = Doorbell::default();
         views.push(WorkerView {
             core: *core,
             commands: cmd_tx,
             sessions: tables.sessions.counters(),
             nodes: pipeline.counters(),
             stats: Arc::clone(&stats),
+            wake: wake.clone(),
         });
         let bench = cfg
             .args
@@ -359,7 +363,9 @@ fn run(cfg: Config) -> anyhow::Result<()> {
             tables,
             pipeline,
             commands: cmd_rx,
-            punt: punt_tx,
+            punt: PuntRing::new(punt_tx),
+            punt_bell: punt_bell.clone(),
+            wake,
             inject: if i == 0 {
                 inject_rx.take().map(|r| (r, Arc::clone(&pool)))
             } else {
@@ -419,6 +425,7 @@ fn run(cfg: Config) -> anyhow::Result<()> {
         resolver: resolver.as_ref().map(|r| r.counters.clone()),
     }));
     let stop = Arc::new(AtomicBool::new(false));
+    let inject_bell = workers.first().map(|w| w.wake.clone()).unwrap_or_default();
 
     // Control thread.
     let control_thread = {
@@ -441,8 +448,8 @@ fn run(cfg: Config) -> anyhow::Result<()> {
                 let r = rt.block_on(control_main(
                     control,
                     identity,
-                    inject_tx,
-                    punt_rings,
+                    (inject_tx, inject_bell),
+                    (punt_rings, punt_bell),
                     resolver,
                     listen,
                     Arc::clone(&stop),
@@ -592,8 +599,8 @@ async fn resolve_next_hop(mut r: Resolver, svc: DataplaneService) {
 async fn control_main(
     control: Arc<Mutex<Control>>,
     identity: pb::Identity,
-    inject: rtrb::Producer<InjectRecord>,
-    punt_rings: Vec<rtrb::Consumer<PuntRecord>>,
+    inject: (rtrb::Producer<InjectRecord>, Doorbell),
+    punt: (Vec<rtrb::Consumer<PuntRecord>>, Doorbell),
     resolver: Option<Resolver>,
     listen: String,
     stop: Arc<AtomicBool>,
@@ -602,7 +609,7 @@ async fn control_main(
     use tokio::signal::unix::{SignalKind, signal};
     kbng_dataplane::observe::start(Arc::clone(&control)).await?;
     let svc = DataplaneService::new(control, identity, Some(inject));
-    tokio::spawn(svc.clone().punt_pump(punt_rings));
+    tokio::spawn(svc.clone().punt_pump(punt.0, punt.1));
     if let Some(r) = resolver {
         tokio::spawn(resolve_next_hop(r, svc.clone()));
     }

@@ -80,10 +80,36 @@ pub trait PuntSink {
     fn deliver(&mut self, rec: &PuntRecord) -> bool;
 }
 
-impl PuntSink for rtrb::Producer<PuntRecord> {
+/// A worker's end of its punt ring. It remembers that something was pushed, so the worker
+/// rings the punt pump once per burst that punted rather than once per packet.
+#[derive(Debug)]
+pub struct PuntRing {
+    ring: rtrb::Producer<PuntRecord>,
+    pushed: bool,
+}
+
+impl PuntRing {
+    /// The producer end of a ring whose consumer is the punt pump.
+    pub fn new(ring: rtrb::Producer<PuntRecord>) -> Self {
+        Self {
+            ring,
+            pushed: false,
+        }
+    }
+
+    /// Whether anything was pushed since the last call.
+    #[inline]
+    pub fn take_pushed(&mut self) -> bool {
+        std::mem::take(&mut self.pushed)
+    }
+}
+
+impl PuntSink for PuntRing {
     #[inline]
     fn deliver(&mut self, rec: &PuntRecord) -> bool {
-        self.push(*rec).is_ok()
+        let ok = self.ring.push(*rec).is_ok();
+        self.pushed |= ok;
+        ok
     }
 }
 
@@ -94,5 +120,24 @@ pub struct NullPuntSink;
 impl PuntSink for NullPuntSink {
     fn deliver(&mut self, _rec: &PuntRecord) -> bool {
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_punt_ring_reports_pushes_once_and_not_refusals() {
+        let (tx, mut rx) = rtrb::RingBuffer::<PuntRecord>::new(1);
+        let mut ring = PuntRing::new(tx);
+        assert!(!ring.take_pushed());
+        assert!(ring.deliver(&PuntRecord::default()));
+        assert!(!ring.deliver(&PuntRecord::default()), "the ring holds one");
+        assert!(ring.take_pushed());
+        assert!(!ring.take_pushed(), "reported once");
+        assert!(!ring.deliver(&PuntRecord::default()));
+        assert!(!ring.take_pushed(), "a refused record is no push");
+        assert!(rx.pop().is_ok());
     }
 }

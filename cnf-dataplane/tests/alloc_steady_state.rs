@@ -11,7 +11,7 @@ use kbng_dataplane::nodes::NodeEnv;
 use kbng_dataplane::nodes::walled_garden::WalledGardenRule;
 use kbng_dataplane::packet::{Frame, HeapBuf, PacketBuf, Pkt, PortId, TxFrame};
 use kbng_dataplane::pipeline::{Pipeline, Tables};
-use kbng_dataplane::punt::PuntRecord;
+use kbng_dataplane::punt::{PuntRecord, PuntRing};
 use kbng_dataplane::tables::{ColourAction, DirPolicy, MeterProfile, Plan, Session, SessionKey};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 
@@ -146,7 +146,8 @@ fn steady_state_burst_allocates_nothing() {
     }
     let limit = SrTcmProfile::new(HZ, 1_000, 100, 0).expect("valid");
     let mut pipe: Pipeline<HeapBuf> = Pipeline::new(env, 0, limit, 0);
-    let (mut punt_tx, mut punt_rx) = rtrb::RingBuffer::<PuntRecord>::new(256);
+    let (punt_tx, mut punt_rx) = rtrb::RingBuffer::<PuntRecord>::new(256);
+    let mut punt_tx = PuntRing::new(punt_tx);
     let mut rx: Box<Frame<HeapBuf>> = Box::default();
     let mut tx_a: Box<TxFrame<HeapBuf>> = Box::default();
     let mut tx_u: Box<TxFrame<HeapBuf>> = Box::default();

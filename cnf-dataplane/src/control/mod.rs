@@ -10,6 +10,7 @@ use kbng_api::ApiError;
 
 use crate::command::{Command, CommandSender};
 use crate::counters::{SessionCounts, WorkerStats};
+use crate::doorbell::Doorbell;
 use crate::pipeline::PipelineCounters;
 use crate::tables::SessionCounterArray;
 use shadow::Shadow;
@@ -33,6 +34,8 @@ pub struct WorkerView {
     pub nodes: PipelineCounters,
     /// Loop statistics.
     pub stats: std::sync::Arc<WorkerStats>,
+    /// Wakes the worker from an idle back-off once commands are queued for it.
+    pub wake: Doorbell,
 }
 
 /// Control-side state.
@@ -60,6 +63,7 @@ impl Control {
         let started = Instant::now();
         let deadline = started + WORKER_TIMEOUT;
         while self.workers.iter().any(|w| w.commands.free_slots() < n) {
+            self.wake_all();
             if Instant::now() > deadline {
                 return Err(ApiError::Unavailable(
                     "workers are not draining their command rings".into(),
@@ -81,6 +85,9 @@ impl Control {
                 }
             }
         }
+        // A worker in idle back-off would otherwise apply them only when its sleep ends, while
+        // the wait below spins on this thread.
+        self.wake_all();
         let started = Instant::now();
         let deadline = started + WORKER_TIMEOUT;
         while !self.workers.iter().all(|w| w.commands.caught_up()) {
@@ -92,6 +99,12 @@ impl Control {
             pause(started).await;
         }
         Ok(())
+    }
+
+    fn wake_all(&self) {
+        for w in &self.workers {
+            w.wake.ring();
+        }
     }
 
     /// A session's counters summed over workers.
