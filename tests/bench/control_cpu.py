@@ -6,9 +6,12 @@ the real kbng-control, server mode, pacing and punt policer out of the way), a f
 every run, then one perfdhcp run at --rate for --secs. The control's CPU is utime + stime from
 /proc/<pid>/stat over the perfdhcp run, divided by the ACKs it sent (its own counter). CPU per
 DORA falls as the rate rises (fixed costs per batch and per wake-up are shared by more
-exchanges), so two builds are compared only at the same rate, in the same conditions.
+exchanges), so two builds are compared only at the same rate, in the same conditions. The
+dataplane's CPU per ACK and every thread's of both processes (from /proc/<pid>/task) are
+printed beside it, since a change on one side of the punt path moves cost to the other.
+KBNG_DHCP_IDLE_SLEEP_US sets the dataplane worker's idle sleep, as in the DHCP bench.
 
-    flock /work/helpers/bench.lock tests/bench/control_cpu.py --rate 1500 --secs 10 --runs 3 \
+    tests/bench/control_cpu.py --rate 1500 --secs 10 --runs 3 \
         [--control BIN] [--dataplane BIN] [--label NAME]
 
 Prints one line per run and the medians, and with --json FILE appends them there. Not a timed
@@ -38,14 +41,51 @@ def load_avg():
         return [float(x) for x in f.read().split()[:3]]
 
 
+def thread_cpu(pid):
+    """CPU seconds (user + system) of every thread of `pid` so far, summed by thread name."""
+    out = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue  # the thread ended meanwhile
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat.rsplit(")", 1)[1].split()
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+def per_thread_us(before, after, acks):
+    """µs per ACK of each thread name over the run (threads that used under 5 ms left out)."""
+    out = {}
+    for name, t in after.items():
+        used = t - before.get(name, 0.0)
+        if used >= 0.005 and acks:
+            out[name] = round(used / acks * 1e6, 1)
+    return out
+
+
 def one_run(tmp, tag, bins, subs, rate, secs, base):
     kb = dhcp.Kbng(tmp, tag, bins, subs)
     try:
         kb.up(pacing_rate=1_000_000)
         time.sleep(1.0)  # let the connection's reconcile and first ticks settle
         cost = dhcp.Cost(kb)
+        threads = {"control": thread_cpu(kb.ctl.pid), "dataplane": thread_cpu(kb.dp.pid)}
         r, _ = perfdhcp.run(kb.netns, "e0", dhcp.SERVER, rate, secs, base, f"{tmp}/perfdhcp.log")
         r.update(cost.end())
+        acks = r.get("control_acks_sent")
+        r["threads_us_per_ack"] = {
+            "control": per_thread_us(threads["control"], thread_cpu(kb.ctl.pid), acks),
+            "dataplane": per_thread_us(threads["dataplane"], thread_cpu(kb.dp.pid), acks)}
+        if acks and r.get("dataplane_cpu_s") is not None:
+            r["dataplane_us_per_ack"] = round(r["dataplane_cpu_s"] / acks * 1e6, 1)
         return r
     finally:
         kb.down()
@@ -83,12 +123,14 @@ def main():
             r = one_run(tmp, tag, bins, subs, args.rate, args.secs, i * per_run)
             keep = {k: r.get(k) for k in ("discovers_sent", "acks", "drops", "generator_socket_drops",
                                           "rate", "control_cpu_s", "dataplane_cpu_s",
-                                          "control_acks_sent", "control_us_per_ack")}
+                                          "control_acks_sent", "control_us_per_ack",
+                                          "dataplane_us_per_ack", "threads_us_per_ack")}
             runs.append(keep)
             print(f"run {i + 1}: sent {keep['discovers_sent']}, acked {keep['acks']}, drops "
                   f"{keep['drops']}, control {keep['control_cpu_s']} s for "
                   f"{keep['control_acks_sent']} ACKs = {keep['control_us_per_ack']} us/ACK, "
-                  f"dataplane {keep['dataplane_cpu_s']} s", flush=True)
+                  f"dataplane {keep['dataplane_cpu_s']} s = {keep['dataplane_us_per_ack']} us/ACK; "
+                  f"per thread (us/ACK): {keep['threads_us_per_ack']}", flush=True)
     us = [r["control_us_per_ack"] for r in runs if r["control_us_per_ack"]]
     out = {"label": args.label, "control": args.control, "rate": args.rate, "secs": args.secs,
            "runs": runs, "median_control_us_per_ack": statistics.median(us) if us else None,
