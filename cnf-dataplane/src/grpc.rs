@@ -152,7 +152,7 @@ impl DataplaneService {
     /// least one 1 ms timer tick, so every punted DHCP message waited 1-2 ms before the control
     /// plane saw it. The thread waits on `bell`, which a worker rings after a burst that
     /// punted, and looks at the rings at least every [`PUMP_POLL_IDLE`] regardless. (Before the
-    /// doorbell it polled every 50 µs while punts flowed: 10,000 wake-ups a second, an eighth
+    /// doorbell it polled every 50 µs while punts flowed: 10,000 wake-ups a second, a fifth
     /// of the dataplane's CPU in the DHCP bench.)
     pub async fn punt_pump(self, rings: Vec<rtrb::Consumer<PuntRecord>>, bell: Doorbell) {
         let spawned = std::thread::Builder::new()
