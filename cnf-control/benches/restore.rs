@@ -36,15 +36,16 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
-/// Resident set size of this process in bytes (`/proc/self/status`).
-fn rss_bytes() -> anyhow::Result<u64> {
+/// A memory figure of this process in bytes from `/proc/self/status`: `VmRSS:` (resident now)
+/// or `VmHWM:` (the peak resident size, which is what a pod's memory limit must allow).
+fn status_bytes(field: &str) -> anyhow::Result<u64> {
     let s = std::fs::read_to_string("/proc/self/status")?;
     let kb: u64 = s
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse().ok())
-        .context("no VmRSS in /proc/self/status")?;
+        .with_context(|| format!("no {field} in /proc/self/status"))?;
     Ok(kb * 1024)
 }
 
@@ -120,7 +121,7 @@ fn child(store: &Path) -> anyhow::Result<()> {
     let now = BASE_NS + 1_000_000_000;
     let mut engine =
         Engine::new(cfg.engine, cap, now).map_err(|e| anyhow::anyhow!("engine: {e:?}"))?;
-    let rss_before = rss_bytes()?;
+    let rss_before = status_bytes("VmRSS:")?;
     let t = Instant::now();
     let db = Store::open(store)?;
     let (sessions, next_id) = db.load()?;
@@ -128,7 +129,8 @@ fn child(store: &Path) -> anyhow::Result<()> {
     let loaded = sessions.len();
     let problems = engine.restore(sessions, next_id);
     let secs = t.elapsed().as_secs_f64();
-    let rss_after = rss_bytes()?;
+    let rss_after = status_bytes("VmRSS:")?;
+    let rss_peak = status_bytes("VmHWM:")?;
     let (active, _) = engine.admission_counts();
     println!(
         "{}",
@@ -141,6 +143,7 @@ fn child(store: &Path) -> anyhow::Result<()> {
             "restore_secs": secs,
             "rss_before_bytes": rss_before,
             "rss_after_bytes": rss_after,
+            "rss_peak_bytes": rss_peak,
         })
     );
     Ok(())
@@ -229,6 +232,16 @@ fn main() -> anyhow::Result<()> {
                 "offered_headroom": 1.0,
                 "offered_note": "a measurement of state, not a rate",
                 "limited_by": "none: includes the allocator's retained free memory from loading",
+            },
+            {
+                "figure": "control peak resident memory during the restore, per session (VmHWM / sessions)",
+                "unit": "bytes/session",
+                "value": if restored > 0.0 { num("rss_peak_bytes") / restored } else { 0.0 },
+                "rss_peak_bytes": r.get("rss_peak_bytes"),
+                "completion": completion,
+                "offered_headroom": 1.0,
+                "offered_note": "a measurement of state, not a rate",
+                "limited_by": "none: the loaded rows and the engine's maps held at once; what the pod's memory limit must allow",
             },
             {
                 "figure": format!("store write, {n} sessions in transactions of 10,000"),

@@ -71,9 +71,10 @@ pub struct Session {
     pub remote_id: Option<Vec<u8>>,
     pub created_ns: u64,
     pub state: State,
-    /// The request to answer next (not persisted).
+    /// The request to answer next (not persisted). Boxed because it is almost always `None`
+    /// and an inline `Inbound` (about 300 bytes) made every held session that much larger.
     #[serde(skip)]
-    pub pending: Option<Inbound>,
+    pub pending: Option<Box<Inbound>>,
     #[serde(skip)]
     pub last_offer_ns: u64,
 }
@@ -465,7 +466,7 @@ impl Engine {
             return;
         }
         let xid = inb.msg.xid;
-        s.pending = Some(inb);
+        s.pending = Some(Box::new(inb));
         self.event(id, Event::Discover { xid }, now_ns, out);
     }
 
@@ -489,7 +490,7 @@ impl Engine {
         };
         if let Some(id) = existing {
             if let Some(s) = self.sessions.get_mut(&id) {
-                s.pending = Some(inb);
+                s.pending = Some(Box::new(inb));
             }
             let ev = Event::Request {
                 xid,
@@ -586,7 +587,7 @@ impl Engine {
             remote_id: identity.remote_id.clone(),
             created_ns: now_ns,
             state,
-            pending: Some(inb),
+            pending: Some(Box::new(inb)),
             last_offer_ns: 0,
         };
         self.count("sessions created");
