@@ -92,6 +92,7 @@ pub fn build(inputs: &Inputs<'_>) -> Result<Owned, BuildError> {
             control::config_hash(&config_map),
             inputs.bng.spec.dhcp.mode == kbng_crds::bng::DhcpMode::Relay,
             inputs.bng.spec.aaa.radius.as_ref(),
+            inputs.bng.spec.dataplane.session_capacity,
         ),
         dataplane: dataplane::stateful_set(&base, inputs.bng, inputs.config),
         dataplane_service: dataplane::service(&base),

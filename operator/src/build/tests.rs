@@ -444,3 +444,29 @@ fn control_gets_the_signed_licence_and_the_public_key() {
     assert!(!data.contains_key(crate::binaries::control::LICENCE_KEY));
     assert_eq!(data[crate::binaries::control::PUBLIC_KEY_KEY], key);
 }
+
+#[test]
+fn control_memory_follows_the_session_capacity() {
+    let mem = |capacity: u64| {
+        let mut bng = sample_bng();
+        bng.spec.dataplane.session_capacity = capacity;
+        let pod = owned(&bng, &WorkloadConfig::default())
+            .control
+            .spec
+            .unwrap()
+            .template
+            .spec
+            .unwrap();
+        let res = pod.containers[0].resources.clone().unwrap();
+        (
+            res.requests.unwrap()["memory"].0.clone(),
+            res.limits.unwrap()["memory"].0.clone(),
+        )
+    };
+    // Small BNGs keep the floors.
+    assert_eq!(mem(100_000), ("512Mi".into(), "1024Mi".into()));
+    // A million sessions: 256 MiB + 768 B and + 1,152 B per session, rounded up.
+    assert_eq!(mem(1_000_000), ("989Mi".into(), "1355Mi".into()));
+    // The schema's maximum does not overflow.
+    assert_eq!(mem(16_000_000), ("11975Mi".into(), "17835Mi".into()));
+}
