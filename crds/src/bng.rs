@@ -160,7 +160,8 @@ pub struct DataplaneSpec {
     pub networks: NetworksSpec,
     #[serde(default)]
     pub queues: QueuesSpec,
-    /// Sessions the tables are sized for at start-up.
+    /// Sessions the tables are sized for at start-up. The control pod's memory request and
+    /// limit grow with it (about 1 KiB per session at the peak of a restart's restore).
     #[schemars(range(min = 1, max = 16_000_000))]
     pub session_capacity: u64,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
