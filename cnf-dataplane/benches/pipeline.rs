@@ -61,6 +61,33 @@ fn thread_cpu_ns(pid: u32, comm: &str) -> Option<u64> {
     None
 }
 
+/// The CPUs and caches of this machine as the kernel reports them (a figure's limit depends on
+/// them, and runs are compared across hosts).
+fn machine() -> String {
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let cpuinfo = read("/proc/cpuinfo");
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map_or("unknown CPU", |(_, m)| m.trim())
+        .to_string();
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let cache = |index: u32| {
+        let dir = format!("/sys/devices/system/cpu/cpu0/cache/index{index}");
+        let (size, shared) = (
+            read(&format!("{dir}/size")),
+            read(&format!("{dir}/shared_cpu_list")),
+        );
+        format!("{} shared by CPUs {}", size.trim(), shared.trim())
+    };
+    format!(
+        "{cpus} CPUs, {model}; L2 {}; L3 {}; other work on the machine possible",
+        cache(2),
+        cache(3)
+    )
+}
+
 /// Stop a child we started: SIGINT, then wait up to 10 s, then kill.
 fn stop_child(child: &mut std::process::Child) {
     let _ = Command::new("kill")
@@ -342,8 +369,9 @@ fn setups() -> Vec<Setup> {
             limited_by: "cpu: instructions of the graph (about 540 per packet: packet moves \
                          through the frames, hashing and an index walk, parse, two meters, \
                          rewrite) plus L2 misses on index buckets and session lines (about \
-                         2.7 MB per worker > 512 KiB L2), on top of I/O and the stamper (the \
-                         empty pipeline with stamper row: already about 0.55-0.6x testpmd)",
+                         2.7 MB per worker, more than a core's L2: see machine), on top of I/O \
+                         and the stamper (the empty pipeline with stamper row: already about \
+                         0.55-0.6x testpmd)",
         },
         Setup {
             name: "kbng full pipeline, 1M sessions, 1 worker",
@@ -568,9 +596,11 @@ fn main() {
     };
     let report = json!({
         "schema": SCHEMA,
-        "machine": "2-vCPU AMD EPYC KVM guest (L2 512 KiB per core, L3 32 MiB), shared with \
-                    other builds; mbufs without hugepages (--no-huge, 4 KiB pages); session \
-                    tables on transparent huge pages where granted (madvise)",
+        "machine": format!(
+            "{}; mbufs without hugepages (--no-huge, 4 KiB pages); session tables on \
+             transparent huge pages where granted (madvise)",
+            machine()
+        ),
         "method": "mpps_per_core = packets / CPU time of the forwarding threads (schedstat), so \
                    time a thread spent preempted by other work is excluded; wall_mpps = packets \
                    / elapsed time, all workers. cycles per packet = on-CPU ns x TSC Hz. \
