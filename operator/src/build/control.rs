@@ -175,19 +175,19 @@ fn quantity(s: &str) -> Quantity {
     Quantity(s.to_string())
 }
 
-/// Memory of the control container from the sessions its BNG's tables hold. The restore bench
-/// (1,000,000 sessions) measured 688 resident bytes per session at rest and 920 at the peak
-/// of a restart's restore, when the loaded rows and the engine's maps are held at once. A
-/// fixed 1 GiB limit OOM-killed a restart beyond about a million sessions, and the restart
-/// would repeat, so the limit allows the peak with a quarter more, and the request the rest
-/// state; the floors keep small BNGs as they were.
+/// Resources of the control container; its memory from the sessions its BNG's tables hold.
+/// The restore bench (1,000,000 sessions) measured 688 resident bytes per session at rest and
+/// 920 at the peak of a restart's restore, when the loaded rows and the engine's maps are held
+/// at once. Under a fixed 1 GiB limit a restart past about 1.1 million sessions would be
+/// OOM-killed, and would repeat, so the limit allows the peak with a quarter more, and the
+/// request the rest state; the floors keep small BNGs as they were.
 const MEMORY_BASE_MIB: u64 = 256;
 const REQUEST_BYTES_PER_SESSION: u64 = 768;
 const LIMIT_BYTES_PER_SESSION: u64 = 1152;
 const REQUEST_FLOOR_MIB: u64 = 512;
 const LIMIT_FLOOR_MIB: u64 = 1024;
 
-pub(crate) fn memory(session_capacity: u64) -> ResourceRequirements {
+fn resources(session_capacity: u64) -> ResourceRequirements {
     let mib = |per_session: u64, floor: u64| {
         let sessions = session_capacity
             .saturating_mul(per_session)
@@ -296,7 +296,7 @@ pub(crate) fn stateful_set(
             3,
         )),
         liveness_probe: Some(probe(control::ADMIN_PORT, None, 10, 3, 6)),
-        resources: Some(memory(session_capacity)),
+        resources: Some(resources(session_capacity)),
         volume_mounts: Some(
             [
                 VolumeMount {
