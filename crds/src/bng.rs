@@ -141,6 +141,7 @@ impl Default for QueuesSpec {
 /// Where and how the DPDK dataplane pods run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[x_kube(validation = Rule::new("self.memoryMib * 1048576 >= 134217728 + self.sessionCapacity * (300 + 352 * self.workerCores)").message("memoryMib is too small for sessionCapacity and workerCores: it must be at least 128 + sessionCapacity * (300 + 352 * workerCores) / 1048576 MiB, since every worker sizes its session tables at start"))]
 pub struct DataplaneSpec {
     #[schemars(range(min = 1, max = 64))]
     pub replicas: u32,
@@ -153,7 +154,11 @@ pub struct DataplaneSpec {
     #[schemars(range(min = 0, max = 63))]
     pub numa_node: Option<u32>,
     pub hugepages: HugepagesSpec,
-    /// Ordinary memory per pod besides hugepages.
+    /// Ordinary memory per pod besides hugepages. The session tables live here, sized at
+    /// start, so it must be at least 128 MiB + `sessionCapacity` × (300 + 352 × `workerCores`)
+    /// bytes ([`DataplaneSpec::memory_floor_mib`]; the schema refuses less): each worker
+    /// allocates 256-288 bytes per session slot, and the control thread's copy of the
+    /// installed sessions takes about 265 bytes each (cnf-control's program_rate bench).
     #[schemars(range(min = 256, max = 1_048_576))]
     pub memory_mib: u32,
     pub sriov: SriovSpec,
@@ -169,6 +174,59 @@ pub struct DataplaneSpec {
     /// Overrides the chart's dataplane image.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
+}
+
+impl DataplaneSpec {
+    /// Ordinary memory (MiB) a dataplane pod needs for its session tables and the rest of the
+    /// process: the same formula as the schema's rule on this type (a test holds them equal).
+    pub fn memory_floor_mib(&self) -> u64 {
+        let bytes = MEMORY_BASE_BYTES
+            + self.session_capacity
+                * (MEMORY_SHADOW_BYTES + MEMORY_WORKER_BYTES * u64::from(self.worker_cores));
+        bytes.div_ceil(1 << 20)
+    }
+}
+
+/// The process without sessions: binary, runtime, gRPC, DPDK's own non-hugepage memory, with room.
+const MEMORY_BASE_BYTES: u64 = 128 << 20;
+/// Per session on the control thread (its copy of every installed session; ~265 measured).
+const MEMORY_SHADOW_BYTES: u64 = 300;
+/// Per session slot per worker: two 64-byte lines, 96 of cold counters, both indexes at up
+/// to 64 (power-of-two rounding), and what an install leaves behind (~52 measured).
+const MEMORY_WORKER_BYTES: u64 = 352;
+
+#[cfg(test)]
+mod memory_tests {
+    use super::*;
+    use kube::CustomResourceExt;
+
+    fn spec(capacity: u64, workers: u32) -> DataplaneSpec {
+        serde_json::from_value(serde_json::json!({
+            "replicas": 1, "workerCores": workers, "numaPolicy": "single-numa-node",
+            "hugepages": {"size": "1Gi", "count": 1}, "memoryMib": 256,
+            "sriov": {"accessResource": "a/b", "uplinkResource": "a/c"},
+            "networks": {"access": "a", "uplink": "u"}, "sessionCapacity": capacity,
+        }))
+        .expect("a valid dataplane spec")
+    }
+
+    #[test]
+    fn the_floor_grows_with_capacity_and_workers() {
+        assert_eq!(spec(100_000, 2).memory_floor_mib(), 224);
+        assert_eq!(spec(1_000_000, 2).memory_floor_mib(), 1086);
+        assert_eq!(spec(1_000_000, 4).memory_floor_mib(), 1757);
+        assert_eq!(spec(16_000_000, 1).memory_floor_mib(), 10077);
+    }
+
+    #[test]
+    fn the_schema_rule_uses_the_same_constants() {
+        let crd = serde_json::to_string(&Bng::crd()).expect("crd serializes");
+        let rule = format!(
+            "self.memoryMib * 1048576 >= {MEMORY_BASE_BYTES} + self.sessionCapacity * \
+             ({MEMORY_SHADOW_BYTES} + {MEMORY_WORKER_BYTES} * self.workerCores)"
+        );
+        assert!(crd.contains(&rule), "the CRD lacks the rule {rule}");
+    }
 }
 
 // ---------------------------------------------------------------- access and uplink

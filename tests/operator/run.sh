@@ -181,6 +181,9 @@ t_bad_crs_are_refused() {
     'cidr must not have host bits set' || rc=1
   refused "gateway outside the pool" "$(bng_json gw '.spec.pools[0].gateway = "10.9.9.9"')" \
     'gateway must be inside cidr' || rc=1
+  refused "memoryMib too small for the session tables" \
+    "$(bng_json mem '.spec.dataplane.sessionCapacity = 1000000')" \
+    'memoryMib is too small for sessionCapacity and workerCores' || rc=1
   refused "RADIUS authMethod outside pap|chap" "$(bng_json am '.spec.aaa = {"mode": "radius", "unknownSubscribers": "captive",
       "radius": {"servers": [{"address": "192.0.2.10"}], "nasIdentifier": "lab", "authMethod": "mschap",
                  "secretRef": {"name": "radius-secret", "key": "secret"}}}')" \
@@ -328,7 +331,9 @@ t_scheduler_places_dataplanes_only_where_they_fit() {
   expect_eq "$(k get bng huge -o json | jq -r '.status.conditions[] | select(.type == "Stalled") | "\(.status)/\(.reason)"')" \
     True/Unschedulable "huge BNG stalled" || rc=1
   # More cores than any node has: Stalled with the numbers.
-  bng_json cores '.spec.dataplane.workerCores = 40' | kubectl apply -f - || return 1
+  # (memoryMib raised with the cores: the schema wants room for 40 workers' session tables.)
+  bng_json cores '.spec.dataplane.workerCores = 40 | .spec.dataplane.memoryMib = 2048' |
+    kubectl apply -f - || return 1
   eventually 30 jq_true k get bng cores -o json -- \
     '.status.conditions[] | select(.type == "Stalled") | .status == "True" and (.message | test("41 CPUs requested"))' || rc=1
   eventually 20 jq_true k get events.events.k8s.io -o json -- \
