@@ -12,7 +12,15 @@
 //! Prints one JSON object on its last line (and writes it to `KBNG_BENCH_JSON` when set).
 //! Environment: `KBNG_DATAPLANE_BIN` (default `<target>/release/kbng-dataplane`),
 //! `KBNG_PROGRAM_SESSIONS` (default 200000), `KBNG_PROGRAM_BATCHES` (default `100,1000,10000`),
-//! `KBNG_PROGRAM_MAX_SECS` (the dataplane's `--run-seconds`, default 300).
+//! `KBNG_PROGRAM_MAX_SECS` (the dataplane's `--run-seconds`, default 300), `KBNG_PROGRAM_CORES`
+//! (the dataplane's `--cores`, default `0,1`: the control core, then one worker).
+//!
+//! Memory: the dataplane's resident size is read before the first batch and while the first
+//! batch size's sessions are all installed. The difference per session is what an installed
+//! session costs beyond what the dataplane allocated at start (each worker's tables, sized for
+//! the capacity, are allocated and touched then): the control thread's shadow plus what an
+//! install adds per worker. Both are plain heap memory, not hugepages; the BNG schema's rule on
+//! `memoryMib` against `sessionCapacity` and `workerCores` allows for them.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -69,6 +77,17 @@ fn own_cpu_ns() -> u64 {
         .sum()
 }
 
+/// `VmRSS` of `pid` in bytes.
+fn resident_bytes(pid: u32) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .context("no VmRSS in /proc/<pid>/status")?;
+    Ok(kb * 1024)
+}
+
 fn session(i: u64, plan_id: u32) -> pb::Session {
     let ip = u32::from(std::net::Ipv4Addr::new(100, 64, 0, 0)) + i as u32 + 2;
     let m = (i as u32).to_be_bytes();
@@ -120,17 +139,12 @@ fn start_dataplane(
     bin: &Path,
     sock: &Path,
     capacity: u64,
+    cores: &str,
     max_secs: u64,
 ) -> anyhow::Result<Dataplane> {
     let child = Command::new(bin)
-        .args([
-            "--cores",
-            "0,1",
-            "--access",
-            "net_null0",
-            "--uplink",
-            "net_null1",
-        ])
+        .args(["--cores", cores])
+        .args(["--access", "net_null0", "--uplink", "net_null1"])
         .args(["--no-huge", "--no-pci", "-m", "1024", "--no-shconf"])
         .args(["--next-hop-mac", "02:00:00:00:00:cc", "--plans", "16"])
         .args(["--sessions", &capacity.to_string()])
@@ -200,6 +214,7 @@ async fn run_batch(
     let dp_cpu = dataplane_control_cpu_ns(dp_pid).saturating_sub(dp_cpu0) as f64 / 1e9;
     let me_cpu = own_cpu_ns().saturating_sub(me_cpu0) as f64 / 1e9;
     let held = sessions_held(c).await?;
+    let rss_installed = resident_bytes(dp_pid)?;
 
     let t = Instant::now();
     let mut removed = 0u64;
@@ -239,6 +254,7 @@ async fn run_batch(
         "secs": secs,
         "created": created,
         "held_after_install": held,
+        "dataplane_rss_installed": rss_installed,
         "failed_batches": errors,
         "first_error": first_error,
         "completion": if n == 0 { 0.0 } else { held.min(created) as f64 / n as f64 },
@@ -252,6 +268,27 @@ async fn run_batch(
         "held_after_remove": left,
         "target": 200_000.0,
     }))
+}
+
+/// Resident bytes per installed session, from the first batch size's full install.
+fn memory_figure(started: u64, installed: u64, n: u64, capacity: u64, workers: u64) -> Value {
+    let per = installed.saturating_sub(started) as f64 / n.max(1) as f64;
+    json!({
+        "figure": format!(
+            "dataplane resident memory per installed session ({workers} workers, shadow included)"
+        ),
+        "unit": "bytes/session",
+        "value": per.round(),
+        "sessions": n,
+        "capacity": capacity,
+        "workers": workers,
+        "rss_started": started,
+        "rss_installed": installed,
+        "all_in_bytes_per_session": installed / n.max(1),
+        "completion": 1.0,
+        "offered_headroom": 1.0,
+        "limited_by": "none: a measurement of memory, not of a rate",
+    })
 }
 
 fn default_bin() -> PathBuf {
@@ -287,7 +324,10 @@ fn main() -> anyhow::Result<()> {
     let dir = std::env::temp_dir().join(format!("kbng-program-rate-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let sock = dir.join("dp.sock");
-    let dp = start_dataplane(&bin, &sock, n.next_power_of_two().max(1024), max_secs)?;
+    let cores = std::env::var("KBNG_PROGRAM_CORES").unwrap_or_else(|_| "0,1".into());
+    let workers = cores.split(',').count().saturating_sub(1) as u64;
+    let capacity = n.next_power_of_two().max(1024);
+    let dp = start_dataplane(&bin, &sock, capacity, &cores, max_secs)?;
     let dp_pid = dp.child.id();
 
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -299,9 +339,16 @@ fn main() -> anyhow::Result<()> {
             plans: vec![plan(1)],
         })
         .await?;
+        let rss_started = resident_bytes(dp_pid)?;
         let mut figures = Vec::new();
         for &b in &batches {
             figures.push(run_batch(&mut c, dp_pid, n, b).await?);
+        }
+        if let Some(installed) = figures
+            .first()
+            .and_then(|f| f["dataplane_rss_installed"].as_u64())
+        {
+            figures.push(memory_figure(rss_started, installed, n, capacity, workers));
         }
         anyhow::Ok(figures)
     });
