@@ -28,5 +28,6 @@ pub mod health;
 pub mod lease;
 pub mod placement;
 pub mod plan;
+pub mod quantity;
 pub mod reconcile;
 pub mod status;

@@ -143,6 +143,12 @@ async fn main() -> anyhow::Result<()> {
 
     let key = kbng_crds::grant::public_key_from_base64(&args.licence_public_key)
         .context("--licence-public-key")?;
+    if kbng_operator::quantity::bytes(&args.session_store_size).is_none_or(|b| b == 0) {
+        anyhow::bail!(
+            "--session-store-size {:?}: not a storage quantity such as 1Gi or 500Mi",
+            args.session_store_size
+        );
+    }
     let workload = WorkloadConfig {
         control_image: args.control_image,
         dataplane_image: args.dataplane_image,

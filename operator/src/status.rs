@@ -34,6 +34,34 @@ pub enum ControlView {
     Unreachable(String),
 }
 
+/// The condition saying whether the control's session-store claims hold what the BNG's
+/// `sessionCapacity` needs (not a launch gate: a small store fails late, not at start).
+pub const SESSION_STORE_SIZED: &str = "SessionStoreSized";
+
+/// The session-store claims as found (and grown) by this reconcile.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreView {
+    /// An emptyDir: nothing to size.
+    EmptyDir,
+    Claims {
+        /// What the capacity needs, as a quantity.
+        needed: String,
+        claims: Vec<ClaimView>,
+    },
+}
+
+/// One session-store claim.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClaimView {
+    pub name: String,
+    /// `spec.resources.requests.storage`, after this reconcile's expansion if it was accepted.
+    pub requested: String,
+    /// `status.capacity.storage`: what the bound volume has (none while unbound).
+    pub capacity: Option<String>,
+    /// The API server's message when it refused to expand the claim.
+    pub refused: Option<String>,
+}
+
 /// What the BNG's `licenceRef` led to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LicenceState {
@@ -81,6 +109,8 @@ pub struct Observed<'a> {
     pub pools: &'a [PoolSpec],
     pub portal_url: &'a str,
     pub control: &'a ControlView,
+    pub store: &'a StoreView,
+    pub session_capacity: u64,
     pub now: Timestamp,
 }
 
@@ -106,6 +136,74 @@ fn cond(type_: &str, ok: Option<bool>, reason: &str, message: String, o: &Observ
         observed_generation: o.generation,
         last_transition_time: Time(o.now),
     }
+}
+
+fn store_condition(o: &Observed) -> Condition {
+    let c = |ok, reason, message| cond(SESSION_STORE_SIZED, ok, reason, message, o);
+    let (needed, claims) = match o.store {
+        StoreView::EmptyDir => {
+            return c(
+                Some(true),
+                "EmptyDir",
+                "sessions are kept in an emptyDir: no claim to size".into(),
+            );
+        }
+        StoreView::Claims { needed, claims } => (needed, claims),
+    };
+    let for_capacity = format!("{needed} needed for sessionCapacity {}", o.session_capacity);
+    if claims.is_empty() {
+        return c(
+            None,
+            "NoClaim",
+            format!("no session-store claim exists yet; {for_capacity}"),
+        );
+    }
+    if let Some(claim) = claims.iter().find(|c| c.refused.is_some()) {
+        return c(
+            Some(false),
+            "ExpansionRefused",
+            format!(
+                "{} requests {}, {for_capacity}; the API server refused to expand it (its \
+                 StorageClass must allow volume expansion, and the claim be bound): {}",
+                claim.name,
+                claim.requested,
+                claim.refused.as_deref().unwrap_or_default()
+            ),
+        );
+    }
+    let need = crate::quantity::bytes(needed).unwrap_or(u64::MAX);
+    let below = |q: &str| crate::quantity::bytes(q).is_none_or(|b| b < need);
+    if let Some(claim) = claims.iter().find(|c| below(&c.requested)) {
+        return c(
+            Some(false),
+            "TooSmall",
+            format!(
+                "{} requests {}, {for_capacity}",
+                claim.name, claim.requested
+            ),
+        );
+    }
+    if let Some(claim) = claims
+        .iter()
+        .find(|c| c.capacity.as_deref().is_some_and(below))
+    {
+        return c(
+            Some(false),
+            "Resizing",
+            format!(
+                "{} requests {} and has {} so far; {for_capacity}",
+                claim.name,
+                claim.requested,
+                claim.capacity.as_deref().unwrap_or_default()
+            ),
+        );
+    }
+    let names: Vec<&str> = claims.iter().map(|c| c.name.as_str()).collect();
+    c(
+        Some(true),
+        "Sized",
+        format!("{} request at least {for_capacity}", names.join(", ")),
+    )
 }
 
 /// Computes the new status from `o`, keeping transition times of unchanged conditions from
@@ -395,6 +493,7 @@ pub fn compute(o: &Observed, previous: Option<&BngStatus>) -> BngStatus {
             ),
         },
     );
+    set_condition(&mut conditions, store_condition(o));
     // Stable order: Ready, Stalled, Reconciling, then the gates in their documented order.
     let order = |t: &str| {
         [gates::READY, gates::STALLED, gates::RECONCILING]

@@ -105,6 +105,8 @@ start_operator() {
   (
     # shellcheck disable=SC1091
     source "$WORK/operator.env"
+    # Per-test changes to the chart's environment, as NAME=VALUE words.
+    for kv in ${OPERATOR_ENV_OVERRIDES:-}; do export "${kv?}"; done
     export KUBECONFIG=$WORK/operator.kubeconfig POD_NAME=$id
     export KBNG_ADMIN_LISTEN=127.0.0.1:${ADMIN_PORTS[$id]}
     export KBNG_CONTROL_URL_OVERRIDE=${CONTROL_URL_OVERRIDE:-}

@@ -342,6 +342,43 @@ t_scheduler_places_dataplanes_only_where_they_fit() {
   return $rc
 }
 
+# The chart's lab values keep sessions in an emptyDir; this test runs the operator with
+# claims. kwok binds no volume, so the claim stays Pending and the real API server refuses
+# to expand it: what an operator sees on a StorageClass without expansion.
+t_session_store_claims_follow_the_capacity() {
+  local rc=0 claim=session-store-store-control-0
+  stop_operator op-a TERM
+  OPERATOR_ENV_OVERRIDES="KBNG_SESSION_STORE=pvc KBNG_SESSION_STORE_SIZE=1Gi" start_operator op-a
+  # 2,000,000 sessions: 1 KiB each + 256 MiB = 2.16 GiB, so 3Gi rather than the flag's 1Gi.
+  bng_json store '.spec.dataplane.sessionCapacity = 2000000 | .spec.dataplane.memoryMib = 2048' |
+    kubectl apply -f - || rc=1
+  eventually 30 jq_true k get sts store-control -o json -- \
+    '.spec.volumeClaimTemplates[0].spec.resources.requests.storage == "3Gi"' || rc=1
+  eventually 30 k get pvc "$claim" || rc=1
+  eventually 30 jq_true k get bng store -o json -- \
+    '.status.conditions[] | select(.type == "SessionStoreSized") | .status == "True" and .reason == "Sized"' || rc=1
+  # Twice the capacity: the claim template cannot change, so the StatefulSet keeps it and the
+  # rest of the change (the control's memory) still lands; the claim itself is asked to grow.
+  k patch bng store --type=merge \
+    -p '{"spec":{"dataplane":{"sessionCapacity":4000000,"memoryMib":4096}}}' || rc=1
+  eventually 30 jq_true k get sts store-control -o json -- \
+    '.spec.template.spec.containers[0].resources.limits.memory == "4651Mi"' || rc=1
+  expect_eq "$(k get sts store-control -o jsonpath='{.spec.volumeClaimTemplates[0].spec.resources.requests.storage}')" \
+    3Gi "claim template kept" || rc=1
+  eventually 30 jq_true k get bng store -o json -- \
+    '.status.conditions[] | select(.type == "SessionStoreSized") | .status == "False" and .reason == "ExpansionRefused" and (.message | test("session-store-store-control-0 requests 3Gi, 5Gi needed for sessionCapacity 4000000"))' || rc=1
+  expect_eq "$(k get bng store -o json | jq -r '[.status.conditions[] | select(.reason == "ApplyRefused")] | length')" \
+    0 "no owned object refused" || rc=1
+  eventually 20 jq_true k get events.events.k8s.io -o json -- \
+    '[.items[] | select(.regarding.name == "store" and .type == "Warning" and .reason == "ExpansionRefused")] | length >= 1' || rc=1
+  k get bng store -o json | jq -c '.status.conditions[] | select(.type == "SessionStoreSized")'
+  k delete bng store --wait=false
+  k delete pvc "$claim" --wait=false
+  stop_operator op-a TERM
+  start_operator op-a
+  return $rc
+}
+
 t_bad_input_is_reported_not_retried() {
   local rc=0
   # A plan that does not exist, and a forged licence: status, events, free baseline.
@@ -745,6 +782,7 @@ main() {
   run_test scheduler_places_dataplanes_only_where_they_fit t_scheduler_places_dataplanes_only_where_they_fit
   run_test telemetry_env_reaches_every_workload t_telemetry_env_reaches_every_workload
   run_test bad_input_is_reported_not_retried t_bad_input_is_reported_not_retried
+  run_test session_store_claims_follow_the_capacity t_session_store_claims_follow_the_capacity
   run_test plan_edit_reaches_status_and_control_config t_plan_edit_reaches_status_and_control_config
   run_test radius_bng_control_may_read_exactly_its_secret t_radius_bng_control_may_read_exactly_its_secret
   run_test unreachable_control_is_a_condition_not_a_loop t_unreachable_control_is_a_condition_not_a_loop

@@ -24,6 +24,7 @@ use super::{
 };
 use crate::binaries::control;
 use crate::config::{SessionStore, WorkloadConfig};
+use crate::quantity;
 
 pub const COMPONENT: &str = "control";
 const STORE_VOLUME: &str = "session-store";
@@ -213,6 +214,38 @@ fn resources(session_capacity: u64) -> ResourceRequirements {
     }
 }
 
+/// Disk for the session store. The restore bench's store of 1,000,000 sessions took about
+/// 570 MB (redb rows); redb commits copy-on-write, so a commit needs free pages beside the live
+/// data. A claim of the operator's fixed size (1 GiB by default) would fill near 1.8 million
+/// sessions and every commit after that would fail, so the claim allows 1 KiB per session and
+/// 256 MiB, in whole GiB, and never less than the operator's configured size.
+const STORE_BASE_BYTES: u64 = 256 << 20;
+const STORE_BYTES_PER_SESSION: u64 = 1024;
+
+/// The session-store claim size for `session_capacity` sessions, at least `floor`.
+pub fn store_size(session_capacity: u64, floor: &str) -> String {
+    let needed = session_capacity
+        .saturating_mul(STORE_BYTES_PER_SESSION)
+        .saturating_add(STORE_BASE_BYTES);
+    match quantity::bytes(floor) {
+        Some(f) if f >= needed => floor.to_string(),
+        _ => quantity::gib_ceil(needed),
+    }
+}
+
+/// A StatefulSet's volumeClaimTemplates cannot change once it exists (the API server refuses
+/// the whole update), so a BNG whose capacity grew keeps the claim template it was created
+/// with, and the claims themselves are expanded instead (`reconcile::bng`). Without this, a
+/// capacity change would freeze every other change of the control StatefulSet too.
+pub fn keep_claim_templates(built: &mut StatefulSet, existing: Option<&StatefulSet>) {
+    let old = existing
+        .and_then(|s| s.spec.as_ref())
+        .and_then(|s| s.volume_claim_templates.clone());
+    if let (Some(old), Some(spec)) = (old, built.spec.as_mut()) {
+        spec.volume_claim_templates = Some(old);
+    }
+}
+
 pub(crate) fn stateful_set(
     base: &Base,
     config: &WorkloadConfig,
@@ -268,7 +301,10 @@ pub(crate) fn stateful_set(
                 access_modes: Some(vec!["ReadWriteOnce".into()]),
                 storage_class_name: storage_class.clone(),
                 resources: Some(VolumeResourceRequirements {
-                    requests: Some(BTreeMap::from([("storage".into(), quantity(size))])),
+                    requests: Some(BTreeMap::from([(
+                        "storage".into(),
+                        quantity(&store_size(session_capacity, size)),
+                    )])),
                     ..VolumeResourceRequirements::default()
                 }),
                 ..PersistentVolumeClaimSpec::default()

@@ -470,3 +470,58 @@ fn control_memory_follows_the_session_capacity() {
     // The schema's maximum does not overflow.
     assert_eq!(mem(16_000_000), ("11975Mi".into(), "17835Mi".into()));
 }
+
+#[test]
+fn session_store_claim_follows_the_capacity() {
+    let claim = |capacity: u64, floor: &str| {
+        let mut bng = sample_bng();
+        bng.spec.dataplane.session_capacity = capacity;
+        let cfg = WorkloadConfig {
+            session_store: SessionStore::Pvc {
+                size: floor.into(),
+                storage_class: None,
+            },
+            ..WorkloadConfig::default()
+        };
+        let claims = owned(&bng, &cfg)
+            .control
+            .spec
+            .unwrap()
+            .volume_claim_templates
+            .unwrap();
+        let requests = claims[0].spec.clone().unwrap().resources.unwrap().requests;
+        requests.unwrap()["storage"].0.clone()
+    };
+    // The configured size while it suffices; above that 1 KiB per session + 256 MiB in GiB.
+    assert_eq!(claim(100_000, "1Gi"), "1Gi");
+    assert_eq!(claim(1_000_000, "1Gi"), "2Gi");
+    assert_eq!(claim(16_000_000, "1Gi"), "16Gi");
+    assert_eq!(claim(1_000_000, "20Gi"), "20Gi");
+    assert_eq!(claim(1_000_000, "1500M"), "1500M");
+}
+
+#[test]
+fn an_existing_claim_template_is_kept() {
+    let mut small = sample_bng();
+    small.spec.dataplane.session_capacity = 100_000;
+    let existing = owned(&small, &WorkloadConfig::default()).control;
+    let mut big = sample_bng();
+    big.spec.dataplane.session_capacity = 4_000_000;
+    let mut built = owned(&big, &WorkloadConfig::default()).control;
+    let templates = |s: &StatefulSet| s.spec.clone().unwrap().volume_claim_templates;
+    assert_ne!(templates(&built), templates(&existing));
+    crate::build::control::keep_claim_templates(&mut built, Some(&existing));
+    assert_eq!(templates(&built), templates(&existing));
+    // The rest of the change still goes through: the pod's memory follows the new capacity.
+    let limit = |s: &StatefulSet| {
+        let pod = s.spec.clone().unwrap().template.spec.unwrap();
+        pod.containers[0].resources.clone().unwrap().limits.unwrap()["memory"]
+            .0
+            .clone()
+    };
+    assert_ne!(limit(&built), limit(&existing));
+    // A first apply has nothing to keep.
+    let before = templates(&built);
+    crate::build::control::keep_claim_templates(&mut built, None);
+    assert_eq!(templates(&built), before);
+}

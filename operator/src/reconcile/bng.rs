@@ -17,8 +17,11 @@ use std::time::Duration;
 
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Node, PersistentVolumeClaim, Pod, Service, ServiceAccount,
+};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kbng_crds::bng::{BngStatus, gates};
@@ -37,10 +40,14 @@ use super::{Context, ReconcileError, api, now_secs};
 use crate::build::{
     self, BNG_LABEL, COMPONENT_LABEL, FIELD_MANAGER, Inputs, Owned, control_name, dataplane_name,
 };
+use crate::config::SessionStore;
 use crate::control_api::{self, ControlReport};
 use crate::placement;
 use crate::plan::{Plan, colliding_ids};
-use crate::status::{ControlView, LicenceState, Observed, PlanState, compute, transitions};
+use crate::quantity;
+use crate::status::{
+    ClaimView, ControlView, LicenceState, Observed, PlanState, StoreView, compute, transitions,
+};
 
 pub const FINALIZER: &str = "kbng.dev/drain";
 pub const DRAIN_STARTED: &str = "kbng.dev/drain-started";
@@ -255,6 +262,67 @@ async fn apply_all(client: &Client, ns: &str, o: &Owned) -> Result<Option<String
     Ok((!refused.is_empty()).then(|| refused.join("; ")))
 }
 
+/// Asks for `needed` on every session-store claim of the BNG's control that requests less.
+/// The API server accepts it only for a bound claim whose StorageClass allows expansion; a
+/// refusal is reported in status (the claim template cannot change, see
+/// `build::control::keep_claim_templates`), not retried as an error.
+async fn grow_store_claims(
+    client: &Client,
+    ns: &str,
+    bng: &str,
+    needed: String,
+) -> Result<StoreView, kube::Error> {
+    let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
+    let found = api
+        .list(&ListParams::default().labels(&selector(bng, build::control::COMPONENT)))
+        .await?;
+    let need = quantity::bytes(&needed).unwrap_or(0);
+    let storage = |m: Option<&std::collections::BTreeMap<String, Quantity>>| {
+        m.and_then(|m| m.get("storage")).map(|q| q.0.clone())
+    };
+    let mut claims = Vec::new();
+    for pvc in found.items {
+        if pvc.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let mut claim = ClaimView {
+            name: pvc.name_any(),
+            requested: storage(
+                pvc.spec
+                    .as_ref()
+                    .and_then(|s| s.resources.as_ref())
+                    .and_then(|r| r.requests.as_ref()),
+            )
+            .unwrap_or_default(),
+            capacity: storage(pvc.status.as_ref().and_then(|s| s.capacity.as_ref())),
+            refused: None,
+        };
+        if quantity::bytes(&claim.requested).is_some_and(|b| b < need) {
+            let body = serde_json::json!({
+                "spec": {"resources": {"requests": {"storage": &needed}}}
+            });
+            let params = PatchParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..PatchParams::default()
+            };
+            match api.patch(&claim.name, &params, &Patch::Merge(&body)).await {
+                Ok(_) => {
+                    info!(claim = %claim.name, from = %claim.requested, to = %needed, "session-store claim expansion requested");
+                    claim.requested = needed.clone();
+                }
+                Err(kube::Error::Api(s)) if matches!(s.code, 400 | 403 | 422) => {
+                    // The first line says why; an immutable-spec refusal appends a diff.
+                    claim.refused = Some(s.message.lines().next().unwrap_or_default().into());
+                }
+                Err(err) => return Err(err),
+            }
+        }
+        claims.push(claim);
+    }
+    claims.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(StoreView::Claims { needed, claims })
+}
+
 fn selector(bng: &str, component: &str) -> String {
     format!(
         "app.kubernetes.io/name=kbng,app.kubernetes.io/instance={bng},{COMPONENT_LABEL}={component}"
@@ -277,15 +345,25 @@ async fn converge(bng: &Bng, ns: &str, ctx: &Context) -> Result<Action, Reconcil
     let nodes = nodes.list(&ListParams::default()).await?.items;
     let unsatisfiable = placement::unsatisfiable(&bng.spec.dataplane, &nodes);
 
-    let owned = build::build(&Inputs {
+    let mut owned = build::build(&Inputs {
         bng,
         plans: &valid,
         licence: signed.as_ref(),
         config: &ctx.workload,
     })?;
-    let refused = apply_all(&ctx.client, ns, &owned).await?;
-
     let sts: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), ns);
+    let existing = sts.get_opt(&control_name(&name)).await?;
+    build::control::keep_claim_templates(&mut owned.control, existing.as_ref());
+    let refused = apply_all(&ctx.client, ns, &owned).await?;
+    let capacity = bng.spec.dataplane.session_capacity;
+    let store = match &ctx.workload.session_store {
+        SessionStore::EmptyDir => StoreView::EmptyDir,
+        SessionStore::Pvc { size, .. } => {
+            let needed = build::control::store_size(capacity, size);
+            grow_store_claims(&ctx.client, ns, &name, needed).await?
+        }
+    };
+
     let control_ready = sts
         .get_opt(&control_name(&name))
         .await?
@@ -344,6 +422,8 @@ async fn converge(bng: &Bng, ns: &str, ctx: &Context) -> Result<Action, Reconcil
         pools: &bng.spec.pools,
         portal_url: &bng.spec.walled_garden.portal_url,
         control: &control,
+        store: &store,
+        session_capacity: capacity,
         now,
     };
     let previous = bng.status.as_ref();

@@ -37,6 +37,7 @@ struct World {
     plans: Vec<PlanState>,
     bng: kbng_crds::Bng,
     control: ControlView,
+    store: StoreView,
 }
 
 fn world() -> World {
@@ -48,6 +49,7 @@ fn world() -> World {
         plans: sample_plans().into_iter().map(PlanState::Valid).collect(),
         bng: sample_bng(),
         control: ControlView::Unreachable("connect: refused".into()),
+        store: StoreView::EmptyDir,
     }
 }
 
@@ -65,6 +67,8 @@ fn observed(w: &World, secs: i64) -> Observed<'_> {
         pools: &w.bng.spec.pools,
         portal_url: &w.bng.spec.walled_garden.portal_url,
         control: &w.control,
+        store: &w.store,
+        session_capacity: w.bng.spec.dataplane.session_capacity,
         now: Timestamp::from_second(secs).unwrap(),
     }
 }
@@ -77,7 +81,7 @@ fn get<'a>(s: &'a BngStatus, t: &str) -> &'a Condition {
 fn every_gate_and_summary_condition_is_reported_once() {
     let w = world();
     let s = compute(&observed(&w, 100), None);
-    assert_eq!(s.conditions.len(), 3 + gates::ALL.len() + 1);
+    assert_eq!(s.conditions.len(), 3 + gates::ALL.len() + 2);
     assert_eq!(s.conditions[0].type_, gates::READY);
     for c in &s.conditions {
         assert_eq!(c.observed_generation, Some(3), "{}", c.type_);
@@ -271,4 +275,63 @@ fn pool_arithmetic() {
     pool.gateway = "10.0.0.1".into();
     pool.exclusions = vec![];
     assert_eq!(usable_addresses(&pool), 1);
+}
+
+fn claim(requested: &str, capacity: Option<&str>, refused: Option<&str>) -> ClaimView {
+    ClaimView {
+        name: "session-store-lab-control-0".into(),
+        requested: requested.into(),
+        capacity: capacity.map(Into::into),
+        refused: refused.map(Into::into),
+    }
+}
+
+#[test]
+fn the_session_store_condition_says_what_was_found() {
+    let store = |claims: Vec<ClaimView>| {
+        let mut w = world();
+        w.bng.spec.dataplane.session_capacity = 2_000_000;
+        w.store = StoreView::Claims {
+            needed: "3Gi".into(),
+            claims,
+        };
+        let c = get(&compute(&observed(&w, 100), None), SESSION_STORE_SIZED).clone();
+        (c.status, c.reason, c.message)
+    };
+    let (status, reason, message) = store(vec![]);
+    assert_eq!((status.as_str(), reason.as_str()), (UNKNOWN, "NoClaim"));
+    assert!(
+        message.contains("3Gi needed for sessionCapacity 2000000"),
+        "{message}"
+    );
+
+    let (status, reason, message) = store(vec![claim("1Gi", None, Some("spec is immutable"))]);
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        (FALSE, "ExpansionRefused")
+    );
+    assert!(
+        message.contains("requests 1Gi") && message.contains("spec is immutable"),
+        "{message}"
+    );
+
+    let (status, reason, _) = store(vec![claim("2Gi", Some("2Gi"), None)]);
+    assert_eq!((status.as_str(), reason.as_str()), (FALSE, "TooSmall"));
+
+    let (status, reason, message) = store(vec![claim("3Gi", Some("1Gi"), None)]);
+    assert_eq!((status.as_str(), reason.as_str()), (FALSE, "Resizing"));
+    assert!(message.contains("has 1Gi so far"), "{message}");
+
+    // Unbound (no capacity yet) but asking for enough; or bound with more than enough.
+    for c in [
+        claim("3Gi", None, None),
+        claim("3221225472", Some("4Gi"), None),
+    ] {
+        let (status, reason, _) = store(vec![c]);
+        assert_eq!((status.as_str(), reason.as_str()), (TRUE, "Sized"));
+    }
+
+    let w = world();
+    let s = compute(&observed(&w, 100), None);
+    assert_eq!(get(&s, SESSION_STORE_SIZED).reason, "EmptyDir");
 }
