@@ -1,7 +1,7 @@
 //! Persistence of bound sessions in an embedded transactional store.
 //!
 //! redb rather than SQLite through rusqlite: the data is one key-value map (session id → the
-//! session as JSON) plus a counter, which needs no SQL; redb is pure Rust (no C toolchain or
+//! session's row, see [`row`]) plus a counter, which needs no SQL; redb is pure Rust (no C toolchain or
 //! bundled libsqlite3 in the image), its copy-on-write B-tree commits are atomic and survive
 //! `kill -9` at any point (a commit is either entirely there or not at all), and a batch of
 //! thousands of puts is one transaction and one fsync.
@@ -13,6 +13,8 @@
 use std::path::Path;
 
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+
+pub mod row;
 
 use crate::core::SessionId;
 use crate::core::engine::Session;
@@ -36,13 +38,7 @@ pub enum StoreError {
     Decode {
         id: u64,
         #[source]
-        source: serde_json::Error,
-    },
-    #[error("store: session {id} does not encode: {source}")]
-    Encode {
-        id: u64,
-        #[source]
-        source: serde_json::Error,
+        source: row::RowError,
     },
 }
 
@@ -84,8 +80,7 @@ impl Store {
         for row in t.iter().map_err(db)? {
             let (k, v) = row.map_err(db)?;
             let id = k.value();
-            let s: Session = serde_json::from_slice(v.value())
-                .map_err(|source| StoreError::Decode { id, source })?;
+            let s = row::decode(v.value()).map_err(|source| StoreError::Decode { id, source })?;
             out.push(s);
         }
         let meta = tx.open_table(META).map_err(db)?;
@@ -113,8 +108,7 @@ impl Store {
                 match op {
                     StoreOp::Put(s) => {
                         v.clear();
-                        serde_json::to_writer(&mut v, s.as_ref())
-                            .map_err(|source| StoreError::Encode { id: s.id, source })?;
+                        row::encode(s, &mut v);
                         t.insert(s.id, v.as_slice()).map_err(db)?;
                     }
                     StoreOp::Delete(id) => {
@@ -190,5 +184,42 @@ pub(crate) mod tests {
         );
         assert_eq!(sessions[0], session(1), "timestamps and lease kept exactly");
         let _ = std::fs::remove_file(&dir);
+    }
+
+    #[test]
+    fn a_store_of_json_rows_loads_and_is_rewritten_as_it_changes() {
+        let path = std::env::temp_dir().join(format!("kbng-store-json-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        {
+            // As the first format wrote them.
+            let db = Database::create(&path).unwrap();
+            let tx = db.begin_write().unwrap();
+            {
+                let mut t = tx.open_table(SESSIONS).unwrap();
+                for i in 1..=3 {
+                    let json = serde_json::to_vec(&session(i)).unwrap();
+                    t.insert(i, json.as_slice()).unwrap();
+                }
+                tx.open_table(META).unwrap().insert(NEXT_ID, 4).unwrap();
+            }
+            tx.commit().unwrap();
+        }
+        let s = Store::open(&path).unwrap();
+        let (loaded, next) = s.load().unwrap();
+        assert_eq!(loaded, (1..=3).map(session).collect::<Vec<_>>());
+        assert_eq!(next, 4);
+        s.apply(&[StoreOp::Put(Box::new(session(2)))], 4).unwrap();
+        let first_byte = |id: u64| {
+            let tx = s.db.begin_read().unwrap();
+            let t = tx.open_table(SESSIONS).unwrap();
+            t.get(id).unwrap().unwrap().value()[0]
+        };
+        assert_eq!((first_byte(1), first_byte(2)), (b'{', 1));
+        assert_eq!(
+            s.load().unwrap().0,
+            (1..=3).map(session).collect::<Vec<_>>()
+        );
+        drop(s);
+        let _ = std::fs::remove_file(&path);
     }
 }
