@@ -119,13 +119,12 @@ async fn main() -> anyhow::Result<()> {
 
     let t = Instant::now();
     let store = Store::open(&cfg.store).with_context(|| format!("{}", cfg.store.display()))?;
-    let (sessions, next_id) = store.load()?;
-    let n = sessions.len();
-    for problem in engine.restore(sessions, next_id) {
+    let restored = store.restore_into(&mut engine)?;
+    for problem in &restored.problems {
         tracing::warn!("restore: {problem}");
     }
     tracing::info!(
-        sessions = n,
+        sessions = restored.loaded,
         ms = t.elapsed().as_millis() as u64,
         "restored"
     );
