@@ -209,16 +209,23 @@ pub(crate) mod tests {
         }
     }
 
+    /// A fresh path for a store of this test process.
+    fn fresh(name: &str) -> std::path::PathBuf {
+        let path = std::env::temp_dir().join(format!("kbng-store-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        path
+    }
+
+    fn puts(ids: std::ops::RangeInclusive<u64>) -> Vec<StoreOp> {
+        ids.map(|i| StoreOp::Put(Box::new(session(i)))).collect()
+    }
+
     #[test]
     fn put_delete_reopen() {
-        let dir = std::env::temp_dir().join(format!("kbng-store-{}", std::process::id()));
-        let _ = std::fs::remove_file(&dir);
+        let dir = fresh("reopen");
         {
             let s = Store::open(&dir).unwrap();
-            let ops: Vec<StoreOp> = (1..=5)
-                .map(|i| StoreOp::Put(Box::new(session(i))))
-                .collect();
-            s.apply(&ops, 6).unwrap();
+            s.apply(&puts(1..=5), 6).unwrap();
             s.apply(&[StoreOp::Delete(2)], 7).unwrap();
         }
         let s = Store::open(&dir).unwrap();
@@ -234,13 +241,9 @@ pub(crate) mod tests {
 
     #[test]
     fn rows_come_in_chunks_in_id_order() {
-        let path = std::env::temp_dir().join(format!("kbng-store-chunks-{}", std::process::id()));
-        let _ = std::fs::remove_file(&path);
+        let path = fresh("chunks");
         let s = Store::open(&path).unwrap();
-        let ops: Vec<StoreOp> = (1..=5)
-            .map(|i| StoreOp::Put(Box::new(session(i))))
-            .collect();
-        s.apply(&ops, 9).unwrap();
+        s.apply(&puts(1..=5), 9).unwrap();
         let mut chunks = Vec::new();
         let next = s
             .load_chunked(2, |c| {
@@ -255,8 +258,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_store_of_json_rows_loads_and_is_rewritten_as_it_changes() {
-        let path = std::env::temp_dir().join(format!("kbng-store-json-{}", std::process::id()));
-        let _ = std::fs::remove_file(&path);
+        let path = fresh("json");
         {
             // As the first format wrote them.
             let db = Database::create(&path).unwrap();
