@@ -239,12 +239,18 @@ pub fn store_size(session_capacity: u64, floor: &str) -> String {
 /// the whole update), so a BNG whose capacity grew keeps the claim template it was created
 /// with, and the claims themselves are expanded instead (`reconcile::bng`). Without this, a
 /// capacity change would freeze every other change of the control StatefulSet too.
+/// Only claims replace claims: a change between a claim and an emptyDir (the operator's
+/// `--session-store`) is still applied as built, and refused by the API server as before.
 pub fn keep_claim_templates(built: &mut StatefulSet, existing: Option<&StatefulSet>) {
     let old = existing
         .and_then(|s| s.spec.as_ref())
         .and_then(|s| s.volume_claim_templates.clone());
-    if let (Some(old), Some(spec)) = (old, built.spec.as_mut()) {
-        spec.volume_claim_templates = Some(old);
+    let new = built
+        .spec
+        .as_mut()
+        .and_then(|s| s.volume_claim_templates.as_mut());
+    if let (Some(old), Some(new)) = (old, new) {
+        *new = old;
     }
 }
 

@@ -524,4 +524,12 @@ fn an_existing_claim_template_is_kept() {
     let before = templates(&built);
     crate::build::control::keep_claim_templates(&mut built, None);
     assert_eq!(templates(&built), before);
+    // An emptyDir build does not take claims over from a StatefulSet that had them.
+    let cfg = WorkloadConfig {
+        session_store: SessionStore::EmptyDir,
+        ..WorkloadConfig::default()
+    };
+    let mut empty = owned(&big, &cfg).control;
+    crate::build::control::keep_claim_templates(&mut empty, Some(&existing));
+    assert_eq!(templates(&empty), None);
 }
