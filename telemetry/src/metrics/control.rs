@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use opentelemetry::KeyValue;
-use opentelemetry::metrics::{Gauge, Histogram, Meter};
+use opentelemetry::metrics::{Counter, Gauge, Histogram, Meter};
 
 use super::labels::{AaaBackend, AaaResult, Outcome, PlanLabels, SessionState};
 
@@ -42,6 +42,14 @@ pub struct ControlMetrics {
     licence_limit: Gauge<u64>,
     licence_usage: Gauge<u64>,
     plans: PlanLabels,
+    pool_limit: Gauge<u64>,
+    pool_usage: Gauge<u64>,
+    /// Pool names are configuration, as plan names are: capped the same way.
+    pools: PlanLabels,
+    events: Counter<u64>,
+    store_errors: Counter<u64>,
+    dp_connected: Gauge<u64>,
+    reconciled: Counter<u64>,
 }
 
 impl ControlMetrics {
@@ -85,6 +93,36 @@ impl ControlMetrics {
                 .with_description("Sessions counted against the licence cap.")
                 .build(),
             plans: PlanLabels::default(),
+            pool_limit: meter
+                .u64_gauge("kbng.pool.addresses.limit")
+                .with_unit("{address}")
+                .with_description("Addresses a pool can lease (network, broadcast, gateway and exclusions left out).")
+                .build(),
+            pool_usage: meter
+                .u64_gauge("kbng.pool.addresses.usage")
+                .with_unit("{address}")
+                .with_description("Addresses of a pool held by sessions or quarantined.")
+                .build(),
+            pools: PlanLabels::default(),
+            events: meter
+                .u64_counter("kbng.control.events")
+                .with_unit("{event}")
+                .with_description("What the control counted: DHCP messages, refusals, pacing, relay and AAA outcomes.")
+                .build(),
+            store_errors: meter
+                .u64_counter("kbng.store.commit.errors")
+                .with_unit("{commit}")
+                .with_description("Session-store commits that failed (their leases are not durable).")
+                .build(),
+            dp_connected: meter
+                .u64_gauge("kbng.control.dataplane.connected")
+                .with_description("1 while the control holds a reconciled connection to the dataplane, else 0.")
+                .build(),
+            reconciled: meter
+                .u64_counter("kbng.control.reconcile.sessions")
+                .with_unit("{session}")
+                .with_description("Sessions a reconcile with a dataplane found wrong, by kind (leak, orphan, mismatch).")
+                .build(),
         }
     }
 
@@ -129,6 +167,45 @@ impl ControlMetrics {
     pub fn set_licence(&self, limit: u64, usage: u64) {
         self.licence_limit.record(limit, &[]);
         self.licence_usage.record(usage, &[]);
+    }
+
+    /// A pool's leasable addresses and those in use.
+    pub fn set_pool(&self, pool: &str, limit: u64, usage: u64) {
+        let label = [KeyValue::new("pool", self.pools.label(pool))];
+        self.pool_limit.record(limit, &label);
+        self.pool_usage.record(usage, &label);
+    }
+
+    /// `n` more of the control's event `event` (a fixed counter name of the engine).
+    pub fn add_events(&self, event: &'static str, n: u64) {
+        self.events.add(n, &[KeyValue::new("event", event)]);
+    }
+
+    /// `n` more failed session-store commits.
+    pub fn add_store_errors(&self, n: u64) {
+        self.store_errors.add(n, &[]);
+    }
+
+    /// Whether dataplane `index` (its place in the control's configuration) is connected.
+    pub fn set_dataplane_connected(&self, index: u32, connected: bool) {
+        self.dp_connected.record(
+            u64::from(connected),
+            &[KeyValue::new("dataplane", i64::from(index))],
+        );
+    }
+
+    /// A reconcile with dataplane `index` found these sessions wrong.
+    pub fn add_reconciled(&self, index: u32, leaks: u64, orphans: u64, mismatched: u64) {
+        let dp = KeyValue::new("dataplane", i64::from(index));
+        for (kind, n) in [
+            ("leak", leaks),
+            ("orphan", orphans),
+            ("mismatch", mismatched),
+        ] {
+            // Zero adds too, so every kind has a series from the first reconcile on.
+            self.reconciled
+                .add(n, &[dp.clone(), KeyValue::new("kind", kind)]);
+        }
     }
 }
 

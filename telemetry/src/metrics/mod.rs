@@ -2,9 +2,10 @@
 //!
 //! The label sets are closed on purpose. A session id, an address or a MAC can never become an
 //! attribute: no method takes one. Every string attribute is either `&'static str` (node and
-//! drop-reason names, resource kinds; compile-time constants in the callers) or a plan name,
-//! which goes through [`PlanLabels`], a set capped at [`MAX_PLANS`] names beyond which plans
-//! are counted as `other`. So a series per subscriber cannot be created, even by mistake.
+//! drop-reason names, event names, resource kinds; compile-time constants in the callers), a
+//! dataplane's index in the control's configuration, or a plan or pool name, which goes
+//! through [`PlanLabels`], a set capped at [`MAX_PLANS`] names beyond which names are counted
+//! as `other`. So a series per subscriber cannot be created, even by mistake.
 //!
 //! | instrument (OTel) | Prometheus name | attributes |
 //! |---|---|---|
@@ -15,6 +16,12 @@
 //! | `kbng.programming.duration` (s) | `kbng_programming_duration_seconds` | `result` |
 //! | `kbng.licence.sessions.limit` | `kbng_licence_sessions_limit` | - |
 //! | `kbng.licence.sessions.usage` | `kbng_licence_sessions_usage` | - |
+//! | `kbng.pool.addresses.limit` | `kbng_pool_addresses_limit` | `pool` |
+//! | `kbng.pool.addresses.usage` | `kbng_pool_addresses_usage` | `pool` |
+//! | `kbng.control.events` | `kbng_control_events_total` | `event` |
+//! | `kbng.store.commit.errors` | `kbng_store_commit_errors_total` | - |
+//! | `kbng.control.dataplane.connected` | `kbng_control_dataplane_connected` | `dataplane` |
+//! | `kbng.control.reconcile.sessions` | `kbng_control_reconcile_sessions_total` | `dataplane`, `kind` |
 //! | `kbng.dataplane.packets` | `kbng_dataplane_packets_total` | `worker`, `direction` |
 //! | `kbng.dataplane.io` (By) | `kbng_dataplane_io_bytes_total` | `worker`, `direction` |
 //! | `kbng.dataplane.drops` | `kbng_dataplane_drops_total` | `worker`, `node`, `reason` |
