@@ -79,6 +79,14 @@ async fn metrics_endpoint_serves_valid_prometheus_text() {
     );
     control.record_programming(16, Outcome::Ok, Duration::from_millis(2));
     control.set_licence(1000, 4);
+    control.set_pool("p0", 253, 4);
+    control.add_events("ACK sent", 4);
+    control.add_events("ACK sent", 2);
+    control.add_events("pool exhausted", 1);
+    control.add_store_errors(1);
+    control.set_dataplane_connected(0, true);
+    control.set_dataplane_connected(1, false);
+    control.add_reconciled(0, 2, 1, 0);
     OperatorMetrics::new(&meter).record_reconcile("BNG", Outcome::Ok, Duration::from_millis(30));
     let _dataplane = DataplaneMetrics::register(&meter, snapshot);
 
@@ -104,6 +112,17 @@ async fn metrics_endpoint_serves_valid_prometheus_text() {
         r#"kbng_programming_duration_seconds_count{result="ok"} 1"#,
         "kbng_licence_sessions_limit 1000",
         "kbng_licence_sessions_usage 4",
+        r#"kbng_pool_addresses_limit{pool="p0"} 253"#,
+        r#"kbng_pool_addresses_usage{pool="p0"} 4"#,
+        "# TYPE kbng_control_events_total counter",
+        r#"kbng_control_events_total{event="ACK sent"} 6"#,
+        r#"kbng_control_events_total{event="pool exhausted"} 1"#,
+        "kbng_store_commit_errors_total 1",
+        r#"kbng_control_dataplane_connected{dataplane="0"} 1"#,
+        r#"kbng_control_dataplane_connected{dataplane="1"} 0"#,
+        r#"kbng_control_reconcile_sessions_total{dataplane="0",kind="leak"} 2"#,
+        r#"kbng_control_reconcile_sessions_total{dataplane="0",kind="orphan"} 1"#,
+        r#"kbng_control_reconcile_sessions_total{dataplane="0",kind="mismatch"} 0"#,
         r#"kbng_operator_reconcile_duration_seconds_count{kind="BNG",result="ok"} 1"#,
         "# TYPE kbng_dataplane_packets_total counter",
         r#"kbng_dataplane_packets_total{direction="down",worker="1"} 2000"#,
@@ -129,15 +148,81 @@ async fn metrics_endpoint_serves_valid_prometheus_text() {
 
     promtool_check(&body).await;
     dashboard_uses_only_exposed_metrics(&body);
+    alerts_use_only_exposed_metrics(&body);
     drop(server);
     drop(guard);
 }
 
-/// `promtool check metrics` must accept the scrape without a single complaint. Skipped with a
-/// note when promtool is missing, except in CI (`CI` set), where that is a failure.
+/// `promtool check metrics` must accept the scrape without a single complaint.
 async fn promtool_check(body: &str) {
+    let Some(out) = promtool(&["check", "metrics"], body).await else {
+        return;
+    };
+    let complaints = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && complaints.trim().is_empty(),
+        "promtool check metrics: {}\n{complaints}\n--- scrape ---\n{body}",
+        out.status
+    );
+}
+
+/// The chart's alerting rules load, and their unit tests (every alert firing on a series that
+/// should page and quiet on one that should not) pass.
+#[tokio::test]
+async fn alert_rules_pass_promtool_and_their_unit_tests() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../charts/kbng/alerts");
+    for args in [
+        ["check", "rules", "kbng.rules.yaml"],
+        ["test", "rules", "kbng.rules.test.yaml"],
+    ] {
+        let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let Some(out) = promtool_in(dir, &argv, "").await else {
+            return;
+        };
+        assert!(
+            out.status.success(),
+            "promtool {}: {}\n{}{}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // Every alert has a test in which it fires.
+    let rules = std::fs::read_to_string(format!("{dir}/kbng.rules.yaml")).unwrap();
+    let tests = std::fs::read_to_string(format!("{dir}/kbng.rules.test.yaml")).unwrap();
+    let alerts: Vec<&str> = rules
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- alert: "))
+        .collect();
+    assert!(
+        alerts.len() >= 10,
+        "the rules have their alerts: {alerts:?}"
+    );
+    for alert in alerts {
+        let fires = tests
+            .split("alertname: ")
+            .skip(1)
+            .any(|case| case.starts_with(&format!("{alert}\n")) && case.contains("exp_labels"));
+        assert!(fires, "no test shows {alert} firing");
+    }
+}
+
+/// Runs promtool with `stdin`; `None` (with a note) when promtool is missing, except in CI
+/// (`CI` set), where that is a failure.
+async fn promtool(args: &[&str], stdin: &str) -> Option<std::process::Output> {
+    promtool_in(".", args, stdin).await
+}
+
+async fn promtool_in(dir: &str, args: &[&str], stdin: &str) -> Option<std::process::Output> {
     let child = tokio::process::Command::new("promtool")
-        .args(["check", "metrics"])
+        .args(args)
+        .current_dir(dir)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -150,28 +235,22 @@ async fn promtool_check(body: &str) {
                 std::env::var_os("CI").is_none(),
                 "promtool is required in CI (Debian package `prometheus`, telemetry/PACKAGES)"
             );
-            eprintln!("promtool not installed: skipping `promtool check metrics`");
-            return;
+            eprintln!(
+                "promtool not installed: skipping `promtool {}`",
+                args.join(" ")
+            );
+            return None;
         }
         Err(e) => panic!("running promtool: {e}"),
     };
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(body.as_bytes()).await.unwrap();
-    drop(stdin);
-    let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+    let mut pipe = child.stdin.take().unwrap();
+    pipe.write_all(stdin.as_bytes()).await.unwrap();
+    drop(pipe);
+    let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
         .await
-        .expect("promtool finishes within 30 s")
+        .expect("promtool finishes within 60 s")
         .unwrap();
-    let complaints = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success() && complaints.trim().is_empty(),
-        "promtool check metrics: {}\n{complaints}\n--- scrape ---\n{body}",
-        out.status
-    );
+    Some(out)
 }
 
 /// Every `kbng_*` series the Grafana dashboard queries is one this scrape exposes.
@@ -206,4 +285,37 @@ fn dashboard_uses_only_exposed_metrics(body: &str) {
             );
         }
     }
+}
+
+/// Every `kbng_*` series the alerting rules query is one this scrape exposes.
+fn alerts_use_only_exposed_metrics(body: &str) {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../charts/kbng/alerts/kbng.rules.yaml"
+    );
+    let rules = std::fs::read_to_string(path).unwrap();
+    // Every line but comments: expressions, folded or not (annotations name no series).
+    let exprs: Vec<&str> = rules
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .collect();
+    let mut names = 0;
+    for expr in exprs {
+        for (start, _) in expr.match_indices("kbng_") {
+            let name: String = expr[start..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            let family = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|s| name.strip_suffix(s))
+                .unwrap_or(&name);
+            names += 1;
+            assert!(
+                body.contains(&format!("# TYPE {family} ")),
+                "alert rule uses {name}, which /metrics does not expose: {expr}"
+            );
+        }
+    }
+    assert!(names > 10, "the rules query kbng series");
 }
