@@ -314,6 +314,31 @@ pub struct DhcpSpec {
     /// Use option 82 (circuit-id, remote-id) as the subscriber's identity (RFC 3046).
     #[serde(default)]
     pub option82_identity: bool,
+    /// In-rush pacing of new subscribers (after a power restore, thousands of CPEs ask at
+    /// once). Absent: the control's defaults, 2,000 a second with a burst of 200 and a queue
+    /// of 20,000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pacing: Option<PacingSpec>,
+}
+
+/// DISCOVERs that would create a session are admitted at `ratePerSec` (bursts of `burst`);
+/// beyond it they wait in a queue holding one per subscriber, and are dropped and counted
+/// when it is full or when they waited longer than a client's first retransmission (4 s).
+/// Exchanges already under way (REQUESTs, renewals) are never paced.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PacingSpec {
+    #[schemars(range(min = 1, max = 1_000_000))]
+    pub rate_per_sec: u32,
+    #[schemars(range(min = 1, max = 1_000_000))]
+    pub burst: u32,
+    #[serde(default = "default_pacing_queue")]
+    #[schemars(range(min = 1, max = 1_000_000))]
+    pub queue: u32,
+}
+
+fn default_pacing_queue() -> u32 {
+    20_000
 }
 
 // ---------------------------------------------------------------- AAA and walled garden

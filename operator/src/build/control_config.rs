@@ -55,6 +55,15 @@ pub struct DhcpFile {
     pub mode: &'static str,
 }
 
+/// The control's `pacing` (its `maxWaitMs` keeps the control's default).
+#[derive(Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PacingFile {
+    pub rate_per_sec: u32,
+    pub burst: u32,
+    pub queue: u32,
+}
+
 #[derive(Debug, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct RelayFile {
@@ -107,6 +116,8 @@ pub struct ControlConfig<'a> {
     pub store: String,
     pub api_listen: String,
     pub walled_garden: WalledGardenFile,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pacing: Option<PacingFile>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dhcp: Option<DhcpFile>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -186,6 +197,11 @@ pub(crate) fn render<'a>(base: &Base, inputs: &'a Inputs<'a>) -> ControlConfig<'
                 })
                 .collect(),
         },
+        pacing: spec.dhcp.pacing.as_ref().map(|p| PacingFile {
+            rate_per_sec: p.rate_per_sec,
+            burst: p.burst,
+            queue: p.queue,
+        }),
         dhcp: (spec.dhcp.mode == DhcpMode::Relay).then_some(DhcpFile { mode: "relay" }),
         relay: (spec.dhcp.mode == DhcpMode::Relay).then(|| RelayFile {
             servers: spec.dhcp.relay_servers.clone(),

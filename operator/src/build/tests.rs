@@ -169,6 +169,7 @@ fn control_config_is_kbng_controls_format() {
             "defaultPlan",
             "licence",
             "option82Identity",
+            "pacing",
             "plans",
             "pools",
             "store",
@@ -200,6 +201,7 @@ fn control_config_is_kbng_controls_format() {
     assert_eq!(v["store"], "/var/lib/kbng/sessions.redb");
     assert_eq!(v["walledGarden"]["allowed"][0]["protocol"], 17);
     assert_eq!(v["pools"][0]["cidr"], "100.64.0.0/16");
+    assert_eq!(v["pacing"]["ratePerSec"], 2000);
     // The control reads the file at start: a change rolls its pod, a licence alone does not.
     let hash = |o: &Owned| {
         o.control
@@ -376,6 +378,31 @@ fn radius_servers_and_their_mounted_secret() {
     assert_eq!(secret.items.unwrap()[0].key, "shared");
     let mount = pod.containers[0].volume_mounts.clone().unwrap();
     assert!(mount.iter().any(|m| m.mount_path == "/etc/kbng-radius"));
+}
+
+/// `dhcp.pacing` reaches the control's `pacing` (queue defaulted); without it the control
+/// keeps its own defaults (no `pacing` key).
+#[test]
+fn dhcp_pacing_reaches_the_control_config() {
+    let rendered = |dhcp: serde_json::Value| {
+        let mut bng = sample_bng();
+        bng.spec.dhcp = serde_json::from_value(dhcp).unwrap();
+        let o = owned(&bng, &WorkloadConfig::default());
+        let v: serde_json::Value =
+            serde_json::from_str(&o.config_map.data.unwrap()["control.json"]).unwrap();
+        v.get("pacing").cloned()
+    };
+    assert_eq!(
+        rendered(serde_json::json!({"mode": "server",
+            "pacing": {"ratePerSec": 5000, "burst": 500}})),
+        Some(serde_json::json!({"ratePerSec": 5000, "burst": 500, "queue": 20000}))
+    );
+    assert_eq!(rendered(serde_json::json!({"mode": "server"})), None);
+    let err = serde_json::from_value::<kbng_crds::bng::DhcpSpec>(
+        serde_json::json!({"mode": "server", "pacing": {"ratePerSec": 1, "burst": 1, "maxWait": 3}}),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("maxWait"), "{err}");
 }
 
 /// `aaa.radius.authMethod` reaches the control's `aaa.radius.authMethod`; a BNG written before
