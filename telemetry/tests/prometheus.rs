@@ -269,22 +269,7 @@ fn dashboard_uses_only_exposed_metrics(body: &str) {
         .filter_map(|t| t["expr"].as_str())
         .collect();
     assert!(exprs.len() > 10, "the dashboard has its queries");
-    for expr in exprs {
-        for (start, _) in expr.match_indices("kbng_") {
-            let name: String = expr[start..]
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect();
-            let family = ["_bucket", "_sum", "_count"]
-                .iter()
-                .find_map(|s| name.strip_suffix(s))
-                .unwrap_or(&name);
-            assert!(
-                body.contains(&format!("# TYPE {family} ")),
-                "dashboard query uses {name}, which /metrics does not expose: {expr}"
-            );
-        }
-    }
+    assert_only_exposed(body, &exprs, "dashboard query");
 }
 
 /// Every `kbng_*` series the alerting rules query is one this scrape exposes.
@@ -299,6 +284,13 @@ fn alerts_use_only_exposed_metrics(body: &str) {
         .lines()
         .filter(|l| !l.trim_start().starts_with('#'))
         .collect();
+    let names = assert_only_exposed(body, &exprs, "alert rule");
+    assert!(names > 10, "the rules query kbng series");
+}
+
+/// Asserts that every `kbng_*` name in `exprs` (a histogram's `_bucket`, `_sum` and `_count`
+/// by their family) has a `# TYPE` line in `body`; returns how many names were checked.
+fn assert_only_exposed(body: &str, exprs: &[&str], what: &str) -> usize {
     let mut names = 0;
     for expr in exprs {
         for (start, _) in expr.match_indices("kbng_") {
@@ -313,9 +305,9 @@ fn alerts_use_only_exposed_metrics(body: &str) {
             names += 1;
             assert!(
                 body.contains(&format!("# TYPE {family} ")),
-                "alert rule uses {name}, which /metrics does not expose: {expr}"
+                "{what} uses {name}, which /metrics does not expose: {expr}"
             );
         }
     }
-    assert!(names > 10, "the rules query kbng series");
+    names
 }

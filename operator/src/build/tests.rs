@@ -380,6 +380,12 @@ fn radius_servers_and_their_mounted_secret() {
     assert!(mount.iter().any(|m| m.mount_path == "/etc/kbng-radius"));
 }
 
+/// The control's configuration file the operator writes for `bng`, parsed.
+fn control_json(bng: &Bng) -> serde_json::Value {
+    let o = owned(bng, &WorkloadConfig::default());
+    serde_json::from_str(&o.config_map.data.unwrap()["control.json"]).unwrap()
+}
+
 /// `dhcp.pacing` reaches the control's `pacing` (queue defaulted); without it the control
 /// keeps its own defaults (no `pacing` key).
 #[test]
@@ -387,10 +393,7 @@ fn dhcp_pacing_reaches_the_control_config() {
     let rendered = |dhcp: serde_json::Value| {
         let mut bng = sample_bng();
         bng.spec.dhcp = serde_json::from_value(dhcp).unwrap();
-        let o = owned(&bng, &WorkloadConfig::default());
-        let v: serde_json::Value =
-            serde_json::from_str(&o.config_map.data.unwrap()["control.json"]).unwrap();
-        v.get("pacing").cloned()
+        control_json(&bng).get("pacing").cloned()
     };
     assert_eq!(
         rendered(serde_json::json!({"mode": "server",
@@ -412,10 +415,7 @@ fn radius_auth_method_reaches_the_control_config() {
     let rendered = |spec: serde_json::Value| {
         let mut bng = sample_bng();
         bng.spec.aaa = serde_json::from_value(spec).unwrap();
-        let o = owned(&bng, &WorkloadConfig::default());
-        let v: serde_json::Value =
-            serde_json::from_str(&o.config_map.data.unwrap()["control.json"]).unwrap();
-        v["aaa"]["radius"]["authMethod"].clone()
+        control_json(&bng)["aaa"]["radius"]["authMethod"].clone()
     };
     let aaa = |method: Option<&str>| {
         let mut radius = serde_json::json!({"servers": [{"address": "192.0.2.10"}],
