@@ -324,6 +324,8 @@ pub async fn run(
     status: Arc<Mutex<DpStatus>>,
 ) {
     let mut last_boot: Option<u64> = None;
+    // Reported before the first attempt, so a dataplane that never answers shows as lost.
+    crate::health_metrics::dataplane_connected(index, false);
     loop {
         let res = session(
             index,
@@ -335,6 +337,7 @@ pub async fn run(
             &mut last_boot,
         )
         .await;
+        crate::health_metrics::dataplane_connected(index, false);
         if let Ok(mut s) = status.lock() {
             s.connected = false;
             if let Err(e) = &res {
@@ -470,6 +473,8 @@ async fn session(
         matching = report.matching,
         "reconciled"
     );
+    crate::health_metrics::reconciled(index, &report);
+    crate::health_metrics::dataplane_connected(index, true);
     if let Ok(mut s) = status.lock() {
         s.connected = true;
         s.dataplane_id = id.dataplane_id.clone();

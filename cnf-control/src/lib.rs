@@ -23,6 +23,7 @@ pub mod commit;
 pub mod config;
 pub mod core;
 pub mod dataplane;
+pub mod health_metrics;
 pub mod licence_file;
 pub mod observe;
 pub mod portal;

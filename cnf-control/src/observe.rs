@@ -56,6 +56,11 @@ pub fn install(observer: Observer) -> bool {
     OBSERVER.set(observer).is_ok()
 }
 
+/// The installed observer's instruments, for the health metrics ([`crate::health_metrics`]).
+pub fn metrics() -> Option<&'static ControlMetrics> {
+    OBSERVER.get().map(|o| &o.metrics)
+}
+
 fn with<R>(f: impl FnOnce(&Observer, &mut Inner) -> R) -> Option<R> {
     OBSERVER.get().map(|o| o.with(f))
 }

@@ -190,6 +190,7 @@ struct Running {
     committer: Committer,
     /// For frames that need not wait for the commit stage (see [`Running::send_early`]).
     dps: Vec<mpsc::UnboundedSender<DpCmd>>,
+    health: crate::health_metrics::HealthFeed,
 }
 
 type Batch = Effects;
@@ -223,6 +224,7 @@ impl EngineTask {
             relay,
             committer,
             dps,
+            health: Default::default(),
         }
         .run()
         .await
@@ -267,6 +269,7 @@ impl Running {
                 }
                 _ = cap_check.tick() => {
                     crate::observe::tick(&self.engine);
+                    self.health.publish(&self.engine, self.committer.errors());
                     // A changed source counts too, so an expiry is reported truly.
                     if let Some(cap) = self.cfg.current_cap(now_ns())
                         && cap != *self.engine.cap()

@@ -15,6 +15,7 @@ tag=kc$$
 tmp=$(mktemp -d /tmp/kbng-control-e2e.XXXXXX)
 sock=$tmp/dp.sock
 api=127.0.0.1:$((20000 + $$ % 20000))
+metrics=127.0.0.1:$((40000 + $$ % 20000))
 passed=0
 failed=0
 failures=()
@@ -39,7 +40,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-for tool in ip ethtool dhclient dhcpcd udhcpc curl python3; do
+for tool in ip ethtool dhclient dhcpcd udhcpc curl python3 promtool; do
     command -v "$tool" >/dev/null || { echo "missing $tool (see tests/control/PACKAGES)"; echo "0 passed, 1 failed"; exit 1; }
 done
 /usr/bin/python3 -c 'import scapy' 2>/dev/null || { echo "missing python3-scapy"; echo "0 passed, 1 failed"; exit 1; }
@@ -89,7 +90,7 @@ maxSessionsPerLine: 64
 EOF
 
 start_control() {
-    "$ctl_bin" --config "$tmp/control.yaml" --log info >>"$tmp/control.log" 2>&1 &
+    "$ctl_bin" --config "$tmp/control.yaml" --log info --metrics-listen "$metrics" >>"$tmp/control.log" 2>&1 &
     ctl_pid=$!
     control_wait_connected "$api"
 }
@@ -103,6 +104,8 @@ audit_clean() { # prints the diff; succeeds when leaks, orphans and mismatches a
     echo "$a" | jq_py 'all(not x["diff"]["leaks"] and not x["diff"]["orphans"] and not x["diff"]["mismatched"] for x in d)' | grep -q True
 }
 counter() { apiget /v1/status | jq_py "dict(d['counters']).get('$1', 0)"; }
+# One series of the control's /metrics, by its exact name and labels ("" when absent).
+metric() { curl -sf "http://$metrics/metrics" | awk -v s="$1" 'index($0, s " ") == 1 { print $NF }'; }
 
 # Bad flags and config errors stop the binary naming them.
 if out=$("$ctl_bin" --config "$tmp/control.yaml" --no-such-flag 2>&1); then bad bad_flag_is_named "accepted"; else
@@ -199,6 +202,25 @@ st=$(apiget /v1/status)
 if echo "$st" | jq_py 'd["sessions"]["active"] == 42 and d["sessionsByPlan"]["gold"] == 42 and d["licence"]["source"] == "file" and d["dataplanes"][0]["identity"]["ports"][0]["deviceName"].startswith("net_af_packet") and "numaNode" in d["dataplanes"][0]["identity"] and len(d["dataplanes"][0]["identity"]["workerCores"]) >= 1' | grep -q True; then
     ok status_reports_sessions_licence_and_dataplane_identity; else bad status_reports_sessions_licence_and_dataplane_identity "$st"; fi
 
+# ---- the control's health metrics (what the chart's alerting rules read) against the API
+sleep 1.5 # published once a second
+scrape=$(curl -sf "http://$metrics/metrics")
+with_ip=$(apiget "/v1/sessions?limit=1000" | jq_py 'sum(1 for s in d["sessions"] if s.get("ip"))')
+m_used=$(metric 'kbng_pool_addresses_usage{pool="p0"}'); m_limit=$(metric 'kbng_pool_addresses_limit{pool="p0"}')
+m_acks=$(metric 'kbng_control_events_total{event="ACK sent"}'); acks=$(counter "ACK sent")
+m_conn=$(metric 'kbng_control_dataplane_connected{dataplane="0"}')
+m_leaks=$(metric 'kbng_control_reconcile_sessions_total{dataplane="0",kind="leak"}')
+m_store=$(metric 'kbng_store_commit_errors_total'); m_exhausted=$(metric 'kbng_control_events_total{event="pool exhausted"}')
+log "metrics: pool p0 $m_used of $m_limit (sessions with an address: $with_ip), ACK sent $m_acks (status $acks), connected $m_conn, leaks $m_leaks, store errors $m_store, pool exhausted $m_exhausted"
+# 251 = a /24 without network, broadcast, the gateway and the excluded 100.64.0.2/31.
+if [[ $m_used == "$with_ip" && $m_limit == 251 && $m_acks == "$acks" && $acks -ge 42 && $m_conn == 1 &&
+    $m_leaks == 0 && $m_store == 0 && $m_exhausted == 0 ]] &&
+    echo "$scrape" | promtool check metrics >/dev/null 2>&1; then
+    ok "metrics_match_sessions_pools_and_counters ($m_used addresses in use)"
+else
+    bad metrics_match_sessions_pools_and_counters "used=$m_used/$with_ip limit=$m_limit acks=$m_acks/$acks conn=$m_conn leaks=$m_leaks store=$m_store exhausted=$m_exhausted $(echo "$scrape" | promtool check metrics 2>&1 | head -3)"
+fi
+
 # ---- licence cap: with cap N = current active, subscriber N+1 is captive and gets the 302
 active=$(session_count "&state=active")
 echo "$active" >"$tmp/cap"
@@ -208,6 +230,9 @@ if inns c4 timeout 30 udhcpc -i e0 -n -q -f -s /etc/udhcpc/default.script >>"$tm
     c4_ip=$(addr_of c4)
     cap_state=$(apiget "/v1/sessions?ip=$c4_ip" | jq_py 'd["sessions"][0]["state"]')
     if [[ $cap_state == captive ]]; then ok "subscriber_n_plus_1_is_captive (cap $active)"; else bad subscriber_n_plus_1_is_captive "state=$cap_state"; fi
+    sleep 1.5
+    over=$(metric 'kbng_control_events_total{event="admitted captive over cap"}')
+    if [[ -n $over ]] && ((over >= 1)); then ok captive_over_cap_is_a_metric; else bad captive_over_cap_is_a_metric "admitted captive over cap=$over"; fi
     # Up to three requests, as a browser's reload would: one CI run saw a single failure that
     # no local run reproduces, so every failed attempt is logged with curl's error, its time,
     # the client's neighbour table and the dataplane's counters.

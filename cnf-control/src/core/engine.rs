@@ -234,6 +234,14 @@ impl Engine {
         v
     }
 
+    /// Each pool's name, leasable addresses and addresses in use (offered, bound or
+    /// quarantined).
+    pub fn pool_usage(&self) -> impl Iterator<Item = (&str, u32, u32)> {
+        self.pools
+            .iter()
+            .map(|p| (p.config.name.as_str(), p.usable(), p.in_use()))
+    }
+
     pub fn cap(&self) -> &Cap {
         self.admission.cap()
     }

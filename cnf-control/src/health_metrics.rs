@@ -1,0 +1,107 @@
+//! The control's health as metrics, for the chart's alerting rules
+//! (`charts/kbng/alerts/kbng.rules.yaml`): address pools, the engine's event counters, failed
+//! store commits, and each dataplane's connection and what its reconciles repaired. Recorded
+//! on the process's observer ([`crate::observe`]); nothing happens without one.
+
+use std::collections::HashMap;
+
+use crate::core::engine::Engine;
+use crate::dataplane::Diff;
+use crate::observe;
+
+/// Events the alerting rules watch with `increase()`. They are reported as 0 from the start:
+/// Prometheus needs a sample before the first occurrence to see it as an increase.
+pub const ALERTED_EVENTS: &[&str] = &[
+    "pool exhausted",
+    "admitted captive over cap",
+    "pacing dropped",
+];
+
+/// Entries of `Engine::counters` that are levels, not counts: exported as nothing here (the
+/// status API shows them).
+const LEVELS: &[&str] = &["pacing queued", "relay: transactions pending"];
+
+/// What was last reported, so that counters advance by what happened since.
+#[derive(Debug, Default)]
+pub struct HealthFeed {
+    events: HashMap<&'static str, u64>,
+    store_errors: u64,
+    started: bool,
+}
+
+impl HealthFeed {
+    /// Report pools, events and store errors (from the engine task, once a second).
+    pub fn publish(&mut self, engine: &Engine, store_errors: u64) {
+        let Some(m) = observe::metrics() else { return };
+        if !self.started {
+            self.started = true;
+            for e in ALERTED_EVENTS {
+                m.add_events(e, 0);
+            }
+            m.add_store_errors(0);
+        }
+        for (pool, limit, usage) in engine.pool_usage() {
+            m.set_pool(pool, u64::from(limit), u64::from(usage));
+        }
+        for (event, n) in engine.counters() {
+            if LEVELS.contains(&event) {
+                continue;
+            }
+            let last = self.events.entry(event).or_default();
+            m.add_events(event, n.saturating_sub(*last));
+            *last = n;
+        }
+        m.add_store_errors(store_errors.saturating_sub(self.store_errors));
+        self.store_errors = store_errors;
+    }
+}
+
+/// Dataplane `index` connected (after its reconcile) or lost.
+pub fn dataplane_connected(index: u32, connected: bool) {
+    if let Some(m) = observe::metrics() {
+        m.set_dataplane_connected(index, connected);
+    }
+}
+
+/// A reconcile with dataplane `index` found `diff`.
+pub fn reconciled(index: u32, diff: &Diff) {
+    if let Some(m) = observe::metrics() {
+        m.add_reconciled(
+            index,
+            diff.leaks.len() as u64,
+            diff.orphans.len() as u64,
+            diff.mismatched.len() as u64,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The rules name events by the engine's strings: a renamed counter would silently
+    /// disable its alert.
+    #[test]
+    fn alerted_events_are_the_engines_and_the_rules_names() {
+        let engine = include_str!("core/engine.rs");
+        let rules = include_str!("../../charts/kbng/alerts/kbng.rules.yaml");
+        for e in ALERTED_EVENTS {
+            assert!(
+                engine.contains(&format!("\"{e}\"")),
+                "the engine counts no {e:?}"
+            );
+        }
+        let in_rules: Vec<&str> = rules
+            .split("event=\"")
+            .skip(1)
+            .filter_map(|rest| rest.split('"').next())
+            .collect();
+        assert!(!in_rules.is_empty(), "the rules select events");
+        for e in in_rules {
+            assert!(
+                ALERTED_EVENTS.contains(&e),
+                "the rules watch {e:?}, which is not reported from the start"
+            );
+        }
+    }
+}
