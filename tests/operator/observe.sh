@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Sourced by run.sh: what SREs observe kbng through. The OpenTelemetry environment and the
 # /metrics port of the operator (from the chart) and of the control and dataplane pods (from
-# the operator), and the chart's Grafana dashboard ConfigMap.
+# the operator), the chart's Grafana dashboard ConfigMap, and its Prometheus Operator resources.
 
 # The OTLP endpoint the suite installs the chart with. Nothing listens there: the operator
 # process this suite runs is started without it (see operator.env), and no container runs.
@@ -73,5 +73,50 @@ t_grafana_dashboard_configmap() {
     grep -c 'grafana-dashboard')" 0 "no dashboard when disabled" || rc=1
   expect_match "$(helm template x "$CHART" -f "$CHART/ci/lab-values.yaml" --set grafanaDashboard.label=my_dash --show-only templates/grafana-dashboard.yaml)" \
     'my_dash: "1"' "custom sidecar label" || rc=1
+  return $rc
+}
+
+# yaml_docs_json: every YAML document on stdin as one JSON array (empty documents left out),
+# with the Debian python3 that python3-yaml (tests/operator/PACKAGES) installs into.
+yaml_docs_json() {
+  /usr/bin/python3 -c 'import json, sys, yaml; print(json.dumps([d for d in yaml.safe_load_all(sys.stdin) if d]))'
+}
+
+# labels_of JSON: a selector's matchLabels as k=v,k=v for kubectl -l.
+labels_of() { jq -r '.spec.selector.matchLabels | to_entries | map("\(.key)=\(.value)") | join(",")' <<<"$1"; }
+
+t_monitoring_resources_select_the_real_pods() {
+  local rc=0 docs rule workloads operator pods
+  expect_eq "$(helm template "$RELEASE" "$CHART" -f "$CHART/ci/lab-values.yaml" | grep -c 'monitoring.coreos.com')" 0 \
+    "no Prometheus Operator resources by default" || rc=1
+  docs=$(helm template "$RELEASE" "$CHART" -f "$CHART/ci/lab-values.yaml" --namespace "$OPERATOR_NS" \
+    --set monitoring.podMonitors=true --set monitoring.prometheusRule=true --set monitoring.labels.release=kps \
+    --show-only templates/monitoring.yaml | yaml_docs_json) || return 1
+  expect_eq "$(jq -c '[.[] | .kind] | sort' <<<"$docs")" '["PodMonitor","PodMonitor","PrometheusRule"]' "rendered kinds" || rc=1
+  expect_eq "$(jq '[.[] | select(.metadata.labels.release == "kps")] | length' <<<"$docs")" 3 \
+    "every resource carries the label Prometheus selects by" || rc=1
+  # The rule's groups are the chart's rule file (which promtool tests), nothing lost in templating.
+  rule=$(jq -cS '.[] | select(.kind == "PrometheusRule") | .spec' <<<"$docs")
+  expect_eq "$rule" "$(yaml_docs_json <"$CHART/alerts/kbng.rules.yaml" | jq -cS '.[0]')" \
+    "PrometheusRule spec == alerts/kbng.rules.yaml" || rc=1
+  # The workloads' PodMonitor selects the pods the operator made (BNG lab's among them; other
+  # BNGs of earlier tests may still be going), only control and dataplane pods, each with the
+  # port it scrapes.
+  workloads=$(jq -c '.[] | select(.kind == "PodMonitor" and (.metadata.name | endswith("-workloads")))' <<<"$docs")
+  pods=$(kubectl get pods -A -l "$(labels_of "$workloads")" -o json) || return 1
+  expect_eq "$(jq -r --arg ns "$NS" '[.items[] | select(.metadata.namespace == $ns and (.metadata.name | startswith("lab-"))) | .metadata.name] | sort | join(" ")' <<<"$pods")" \
+    "lab-control-0 lab-dataplane-0" "BNG lab's pods selected" || rc=1
+  expect_eq "$(jq -c '[.items[].metadata.labels["app.kubernetes.io/component"]] | unique' <<<"$pods")" \
+    '["control","dataplane"]' "components selected" || rc=1
+  expect_eq "$(jq --arg p "$(jq -r '.spec.podMetricsEndpoints[0].port' <<<"$workloads")" \
+    '[.items[] | select(all(.spec.containers[].ports[]?; .name != $p))] | length' <<<"$pods")" 0 \
+    "selected pods without the scraped port" || rc=1
+  # The operator's PodMonitor selects the chart's operator pods on their admin port.
+  operator=$(jq -c '.[] | select(.kind == "PodMonitor" and (.metadata.name | endswith("-operator")))' <<<"$docs")
+  pods=$(kubectl -n "$OPERATOR_NS" get pods -l "$(labels_of "$operator")" -o json) || return 1
+  expect_match "$(jq '.items | length' <<<"$pods")" '^[1-9][0-9]*$' "operator pods selected" || rc=1
+  expect_eq "$(jq --arg p "$(jq -r '.spec.podMetricsEndpoints[0].port' <<<"$operator")" \
+    '[.items[] | select(all(.spec.containers[0].ports[]?; .name != $p))] | length' <<<"$pods")" 0 \
+    "operator pods without the scraped port" || rc=1
   return $rc
 }

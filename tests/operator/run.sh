@@ -124,7 +124,8 @@ t_helm_schema_rejects_bad_values() {
   local bad rc=0 out
   for bad in "replicaCount=0" "sessionStore.kind=nfs" "licence.publicKey=not-a-key" \
              "logFormat=xml" "drainTimeoutSeconds=-1" "nosuchvalue=1" \
-             "telemetry.otlpEndpoint=otel:4317"; do
+             "telemetry.otlpEndpoint=otel:4317" "monitoring.interval=soon" \
+             "monitoring.prometheusRule=yes"; do
     if out=$(helm template x "$ROOT/charts/kbng" -f "$ROOT/charts/kbng/ci/lab-values.yaml" \
                --set "$bad" 2>&1); then
       echo "ACCEPTED bad value $bad"; rc=1
@@ -781,6 +782,7 @@ main() {
   run_test licence_plans_and_bng_produce_the_workloads t_licence_plans_and_bng_produce_the_workloads
   run_test scheduler_places_dataplanes_only_where_they_fit t_scheduler_places_dataplanes_only_where_they_fit
   run_test telemetry_env_reaches_every_workload t_telemetry_env_reaches_every_workload
+  run_test monitoring_resources_select_the_real_pods t_monitoring_resources_select_the_real_pods
   run_test bad_input_is_reported_not_retried t_bad_input_is_reported_not_retried
   run_test session_store_claims_follow_the_capacity t_session_store_claims_follow_the_capacity
   run_test plan_edit_reaches_status_and_control_config t_plan_edit_reaches_status_and_control_config
