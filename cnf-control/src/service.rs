@@ -109,6 +109,17 @@ pub struct StatusView {
     pub waiting_captive: usize,
     pub counters: Vec<(&'static str, u64)>,
     pub store_errors: u64,
+    pub pools: Vec<PoolView>,
+}
+
+/// A pool's addresses: leasable (network, broadcast, gateway and exclusions left out) and in
+/// use (offered, bound or quarantined).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolView {
+    pub name: String,
+    pub leasable: u32,
+    pub in_use: u32,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -447,6 +458,15 @@ impl Running {
                     waiting_captive: waiting,
                     counters: self.engine.counters(),
                     store_errors: self.committer.errors(),
+                    pools: self
+                        .engine
+                        .pool_usage()
+                        .map(|(name, leasable, in_use)| PoolView {
+                            name: name.to_owned(),
+                            leasable,
+                            in_use,
+                        })
+                        .collect(),
                 });
             }
             ApiCmd::Desired { dataplane, reply } => {

@@ -1,5 +1,5 @@
 //! `kbngctl status`: one screen of the running BNG: sessions (active, captive, by plan), the
-//! licence, each dataplane (NUMA node, cores, ports) and its drops by reason.
+//! licence, each pool's use, each dataplane (NUMA node, cores, ports) and its drops by reason.
 
 use std::process::ExitCode;
 
@@ -62,6 +62,19 @@ pub fn run(server: &ServerArgs, args: StatusArgs) -> anyhow::Result<ExitCode> {
                 .as_i64()
                 .map_or(String::new(), |d| format!(", {d} days left"))
         );
+        for p in v["pools"].as_array().into_iter().flatten() {
+            let (used, of) = (p["inUse"].as_u64(), p["leasable"].as_u64());
+            let share = match (used, of) {
+                (Some(u), Some(o)) if o > 0 => format!(" ({:.0}%)", 100.0 * u as f64 / o as f64),
+                _ => String::new(),
+            };
+            println!(
+                "pool {}: {} of {} addresses in use{share}",
+                text(&p["name"]),
+                text(&p["inUse"]),
+                text(&p["leasable"])
+            );
+        }
         for (i, d) in v["dataplanes"].as_array().into_iter().flatten().enumerate() {
             let id = &d["identity"];
             println!(

@@ -211,14 +211,18 @@ m_acks=$(metric 'kbng_control_events_total{event="ACK sent"}'); acks=$(counter "
 m_conn=$(metric 'kbng_control_dataplane_connected{dataplane="0"}')
 m_leaks=$(metric 'kbng_control_reconcile_sessions_total{dataplane="0",kind="leak"}')
 m_store=$(metric 'kbng_store_commit_errors_total'); m_exhausted=$(metric 'kbng_control_events_total{event="pool exhausted"}')
-log "metrics: pool p0 $m_used of $m_limit (sessions with an address: $with_ip), ACK sent $m_acks (status $acks), connected $m_conn, leaks $m_leaks, store errors $m_store, pool exhausted $m_exhausted"
+st_pool=$(apiget /v1/status | jq_py '"%d/%d" % (d["pools"][0]["inUse"], d["pools"][0]["leasable"])')
+ctl_pool=$(kbngctl status | grep '^pool p0:')
+log "metrics: pool p0 $m_used of $m_limit (sessions with an address: $with_ip; status $st_pool; kbngctl '$ctl_pool'), ACK sent $m_acks (status $acks), connected $m_conn, leaks $m_leaks, store errors $m_store, pool exhausted $m_exhausted"
 # 251 = a /24 without network, broadcast, the gateway and the excluded 100.64.0.2/31.
-if [[ $m_used == "$with_ip" && $m_limit == 251 && $m_acks == "$acks" && $acks -ge 42 && $m_conn == 1 &&
+if [[ $m_used == "$with_ip" && $m_limit == 251 && $st_pool == "$with_ip/251" &&
+    $ctl_pool == "pool p0: $with_ip of 251 addresses in use"* &&
+    $m_acks == "$acks" && $acks -ge 42 && $m_conn == 1 &&
     $m_leaks == 0 && $m_store == 0 && $m_exhausted == 0 ]] &&
     echo "$scrape" | promtool check metrics >/dev/null 2>&1; then
     ok "metrics_match_sessions_pools_and_counters ($m_used addresses in use)"
 else
-    bad metrics_match_sessions_pools_and_counters "used=$m_used/$with_ip limit=$m_limit acks=$m_acks/$acks conn=$m_conn leaks=$m_leaks store=$m_store exhausted=$m_exhausted $(echo "$scrape" | promtool check metrics 2>&1 | head -3)"
+    bad metrics_match_sessions_pools_and_counters "used=$m_used/$with_ip limit=$m_limit status=$st_pool kbngctl='$ctl_pool' acks=$m_acks/$acks conn=$m_conn leaks=$m_leaks store=$m_store exhausted=$m_exhausted $(echo "$scrape" | promtool check metrics 2>&1 | head -3)"
 fi
 
 # ---- licence cap: with cap N = current active, subscriber N+1 is captive and gets the 302
