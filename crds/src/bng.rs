@@ -529,4 +529,17 @@ pub struct BngStatus {
     pub licence_source: Option<LicenceSource>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dataplanes: Vec<DataplaneStatus>,
+    /// Each address pool's use, as the control reports it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pools: Vec<PoolUsage>,
+}
+
+/// A pool's addresses: leasable (network, broadcast, gateway and exclusions left out) and in
+/// use (offered, bound, or quarantined after a DECLINE).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolUsage {
+    pub name: String,
+    pub leasable: u32,
+    pub in_use: u32,
 }

@@ -11,6 +11,7 @@ use std::time::Duration;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
+use kbng_crds::bng::PoolUsage;
 use serde_json::Value;
 
 /// How long one request to a control pod may take, connection included.
@@ -137,6 +138,7 @@ pub struct ControlReport {
     /// Active sessions by plan name.
     pub by_plan: BTreeMap<String, u64>,
     pub dataplanes: Vec<ReportedDataplane>,
+    pub pools: Vec<PoolUsage>,
 }
 
 fn u(v: &Value) -> Option<u64> {
@@ -240,10 +242,23 @@ pub fn parse_status(v: &Value) -> ControlReport {
         .as_array()
         .map(|a| a.iter().map(dataplane).collect())
         .unwrap_or_default();
+    let pools = v["pools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| {
+            Some(PoolUsage {
+                name: p["name"].as_str()?.to_owned(),
+                leasable: u32::try_from(u(&p["leasable"])?).ok()?,
+                in_use: u32::try_from(u(&p["inUse"])?).ok()?,
+            })
+        })
+        .collect();
     ControlReport {
         sessions,
         by_plan,
         dataplanes,
+        pools,
     }
 }
 
@@ -298,6 +313,7 @@ mod tests {
         let v = json!({
             "sessions": {"total": 5, "active": 3, "captive": 2},
             "sessionsByPlan": {"basic-50m": 2, "premium-1g": 1},
+            "pools": [{"name": "p0", "leasable": 65530, "inUse": 5}, {"name": "broken"}],
             "dataplanes": [{
                 "index": 0, "address": "http://127.0.0.1:1", "connected": true,
                 "identity": {"dataplaneId": "lab-dataplane-0", "numaNode": 1, "mainCore": 4,
@@ -319,6 +335,14 @@ mod tests {
             })
         );
         assert_eq!(r.by_plan["premium-1g"], 1);
+        assert_eq!(
+            r.pools,
+            vec![PoolUsage {
+                name: "p0".into(),
+                leasable: 65_530,
+                in_use: 5
+            }]
+        );
         let d = &r.dataplanes[0];
         assert_eq!(d.id.as_deref(), Some("lab-dataplane-0"));
         assert_eq!(d.numa_node, Some(1));

@@ -9,7 +9,9 @@ use std::net::Ipv4Addr;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
-use kbng_crds::bng::{AaaMode, BngStatus, DataplaneStatus, PoolSpec, SessionCounts, gates};
+use kbng_crds::bng::{
+    AaaMode, BngStatus, DataplaneStatus, PoolSpec, PoolUsage, SessionCounts, gates,
+};
 use kbng_crds::common::{FALSE, TRUE, UNKNOWN, condition, set_condition};
 use kbng_crds::grant::{FREE_BASELINE_SESSIONS, Verdict};
 use kbng_crds::licence::LicenceSource;
@@ -30,6 +32,7 @@ pub enum ControlView {
         /// Per dataplane the control knows: its id (or address) and whether every port is
         /// up (`None`: it reported no ports).
         links: Vec<(String, Option<bool>)>,
+        pools: Vec<PoolUsage>,
     },
     Unreachable(String),
 }
@@ -524,6 +527,11 @@ pub fn compute(o: &Observed, previous: Option<&BngStatus>) -> BngStatus {
         },
         licence_source: Some(cap.source),
         dataplanes: o.dataplanes.clone(),
+        // Unreachable now: the last pools seen, as with the session counts.
+        pools: match o.control {
+            ControlView::Reported { pools, .. } => pools.clone(),
+            ControlView::Unreachable(_) => previous.map(|p| p.pools.clone()).unwrap_or_default(),
+        },
     }
 }
 

@@ -721,6 +721,10 @@ t_real_control_reports_to_status_and_drains() {
   curl -s "http://$api/v1/status" | jq -c '{sessions, sessionsByPlan}'
   eventually 60 jq_true k get bng real -o json -- \
     '.status.sessions == {"active": 1, "captive": 1, "total": 2, "cap": 1000}' || rc=1
+  # Pool use as the control reports it: both leases in the sample's pool.
+  eventually 30 jq_true k get bng real -o json -- '.status.pools[0].inUse == 2' || rc=1
+  expect_eq "$(k get bng real -o json | jq -cS .status.pools)" "$(curl -s "http://$api/v1/status" | jq -cS .pools)" \
+    "pools in BNG status == the control's" || rc=1
   s=$(k get bng real -o json | jq -c '.status.dataplanes[0] | {pod, connected, cores, pciAddresses, node: (.node != null)}')
   expect_eq "$s" '{"pod":"real-dataplane-0","connected":true,"cores":[0,1],"pciAddresses":["vdev:net_af_packet0","vdev:net_af_packet1"],"node":true}' \
     "dataplane identity in BNG status" || rc=1

@@ -404,6 +404,7 @@ async fn converge(bng: &Bng, ns: &str, ctx: &Context) -> Result<Action, Reconcil
                         )
                     })
                     .collect(),
+                pools: report.pools.clone(),
             }
         }
         Err(why) => ControlView::Unreachable(why),

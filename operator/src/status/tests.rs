@@ -128,6 +128,11 @@ fn all_gates_true_makes_ready() {
             total: 10,
         }),
         links: vec![("lab-dataplane-a".into(), Some(true))],
+        pools: vec![PoolUsage {
+            name: "p0".into(),
+            leasable: 251,
+            in_use: 10,
+        }],
     };
     let mut o = observed(&w, 100);
     o.dataplanes[0].connected = true;
@@ -144,11 +149,19 @@ fn all_gates_true_makes_ready() {
         ),
         (7, 2, 10, 1000)
     );
+    assert_eq!(
+        s.pools
+            .iter()
+            .map(|p| (p.name.as_str(), p.leasable, p.in_use))
+            .collect::<Vec<_>>(),
+        [("p0", 251, 10)]
+    );
 
     // A port down is named; the control going away keeps the last counts.
     w.control = ControlView::Reported {
         sessions: None,
         links: vec![("lab-dataplane-a".into(), Some(false))],
+        pools: Vec::new(),
     };
     let down = compute(&observed(&w, 110), Some(&s));
     let c = get(&down, gates::INTERFACES_UP);
@@ -159,6 +172,7 @@ fn all_gates_true_makes_ready() {
     w.control = ControlView::Unreachable("timeout".into());
     let gone = compute(&observed(&w, 120), Some(&s));
     assert_eq!((gone.sessions.active, gone.sessions.total), (7, 10));
+    assert_eq!(gone.pools, s.pools, "the last pools seen are kept");
     assert_eq!(get(&gone, CONTROL_REPORTING).message, "timeout");
 }
 
