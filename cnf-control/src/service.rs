@@ -109,17 +109,8 @@ pub struct StatusView {
     pub waiting_captive: usize,
     pub counters: Vec<(&'static str, u64)>,
     pub store_errors: u64,
-    pub pools: Vec<PoolView>,
-}
-
-/// A pool's addresses: leasable (network, broadcast, gateway and exclusions left out) and in
-/// use (offered, bound or quarantined).
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PoolView {
-    pub name: String,
-    pub leasable: u32,
-    pub in_use: u32,
+    /// In the shape the operator copies into the BNG status.
+    pub pools: Vec<kbng_crds::bng::PoolUsage>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -461,7 +452,7 @@ impl Running {
                     pools: self
                         .engine
                         .pool_usage()
-                        .map(|(name, leasable, in_use)| PoolView {
+                        .map(|(name, leasable, in_use)| kbng_crds::bng::PoolUsage {
                             name: name.to_owned(),
                             leasable,
                             in_use,
