@@ -179,9 +179,7 @@ async fn alert_rules_pass_promtool_and_their_unit_tests() {
         ["check", "rules", "kbng.rules.yaml"],
         ["test", "rules", "kbng.rules.test.yaml"],
     ] {
-        let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
-        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-        let Some(out) = promtool_in(dir, &argv, "").await else {
+        let Some(out) = promtool_in(dir, &args, "").await else {
             return;
         };
         assert!(
