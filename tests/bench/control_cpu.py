@@ -41,9 +41,13 @@ def load_avg():
         return [float(x) for x in f.read().split()[:3]]
 
 
-def thread_cpu(pid):
-    """CPU seconds (user + system) of every thread of `pid` so far, summed by thread name."""
-    out = {}
+def thread_stats(pid):
+    """(CPU seconds, context switches) of every thread of `pid` so far, summed by thread name.
+
+    Context switches (voluntary + involuntary) count the thread's sleeps and wake-ups: on a
+    KVM guest each wake-up of a parked thread costs an IPI, so a change to the punt path is
+    judged by these as much as by the CPU seconds."""
+    out, switches = {}, {}
     tick = os.sysconf("SC_CLK_TCK")
     try:
         tids = os.listdir(f"/proc/{pid}/task")
@@ -58,7 +62,17 @@ def thread_cpu(pid):
         name = stat[stat.index("(") + 1:stat.rindex(")")]
         fields = stat.rsplit(")", 1)[1].split()
         out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
-    return out
+        switches[name] = switches.get(name, 0) + context_switches(pid, tid)
+    return out, switches
+
+
+def context_switches(pid, tid):
+    try:
+        with open(f"/proc/{pid}/task/{tid}/status") as f:
+            return sum(int(line.split()[1]) for line in f
+                       if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")))
+    except OSError:
+        return 0  # the thread ended meanwhile
 
 
 def per_thread_us(before, after, acks):
@@ -71,19 +85,32 @@ def per_thread_us(before, after, acks):
     return out
 
 
+def per_thread_switches(before, after, acks):
+    """Context switches per ACK of each thread name over the run (under 0.05 left out)."""
+    out = {}
+    for name, n in after.items():
+        per = (n - before.get(name, 0)) / acks if acks else 0
+        if per >= 0.05:
+            out[name] = round(per, 2)
+    return out
+
+
 def one_run(tmp, tag, bins, subs, rate, secs, base):
     kb = dhcp.Kbng(tmp, tag, bins, subs)
     try:
         kb.up(pacing_rate=1_000_000)
         time.sleep(1.0)  # let the connection's reconcile and first ticks settle
         cost = dhcp.Cost(kb)
-        threads = {"control": thread_cpu(kb.ctl.pid), "dataplane": thread_cpu(kb.dp.pid)}
+        pids = {"control": kb.ctl.pid, "dataplane": kb.dp.pid}
+        before = {side: thread_stats(pid) for side, pid in pids.items()}
         r, _ = perfdhcp.run(kb.netns, "e0", dhcp.SERVER, rate, secs, base, f"{tmp}/perfdhcp.log")
         r.update(cost.end())
         acks = r.get("control_acks_sent")
-        r["threads_us_per_ack"] = {
-            "control": per_thread_us(threads["control"], thread_cpu(kb.ctl.pid), acks),
-            "dataplane": per_thread_us(threads["dataplane"], thread_cpu(kb.dp.pid), acks)}
+        after = {side: thread_stats(pid) for side, pid in pids.items()}
+        r["threads_us_per_ack"] = {side: per_thread_us(before[side][0], after[side][0], acks)
+                                   for side in pids}
+        r["threads_switches_per_ack"] = {
+            side: per_thread_switches(before[side][1], after[side][1], acks) for side in pids}
         if acks and r.get("dataplane_cpu_s") is not None:
             r["dataplane_us_per_ack"] = round(r["dataplane_cpu_s"] / acks * 1e6, 1)
         return r
@@ -124,13 +151,15 @@ def main():
             keep = {k: r.get(k) for k in ("discovers_sent", "acks", "drops", "generator_socket_drops",
                                           "rate", "control_cpu_s", "dataplane_cpu_s",
                                           "control_acks_sent", "control_us_per_ack",
-                                          "dataplane_us_per_ack", "threads_us_per_ack")}
+                                          "dataplane_us_per_ack", "threads_us_per_ack",
+                                          "threads_switches_per_ack")}
             runs.append(keep)
             print(f"run {i + 1}: sent {keep['discovers_sent']}, acked {keep['acks']}, drops "
                   f"{keep['drops']}, control {keep['control_cpu_s']} s for "
                   f"{keep['control_acks_sent']} ACKs = {keep['control_us_per_ack']} us/ACK, "
                   f"dataplane {keep['dataplane_cpu_s']} s = {keep['dataplane_us_per_ack']} us/ACK; "
-                  f"per thread (us/ACK): {keep['threads_us_per_ack']}", flush=True)
+                  f"per thread (us/ACK): {keep['threads_us_per_ack']}; context switches per "
+                  f"ACK: {keep['threads_switches_per_ack']}", flush=True)
     us = [r["control_us_per_ack"] for r in runs if r["control_us_per_ack"]]
     out = {"label": args.label, "control": args.control, "rate": args.rate, "secs": args.secs,
            "runs": runs, "median_control_us_per_ack": statistics.median(us) if us else None,
