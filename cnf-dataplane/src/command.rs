@@ -17,6 +17,7 @@ use rtrb::{Consumer, Producer, RingBuffer};
 use crate::nodes::walled_garden::WalledGardenRule;
 use crate::pipeline::Tables;
 use crate::tables::{Plan, Session};
+use crate::task_bell::TaskBell;
 
 /// One table update.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,6 +88,7 @@ pub struct CommandReceiver {
     consumer: Consumer<Command>,
     applied: Arc<AtomicU64>,
     count: u64,
+    bell: Option<TaskBell>,
 }
 
 /// A command ring of `capacity` commands.
@@ -103,6 +105,7 @@ pub fn channel(capacity: usize) -> (CommandSender, CommandReceiver) {
             consumer,
             applied,
             count: 0,
+            bell: None,
         },
     )
 }
@@ -137,6 +140,13 @@ impl CommandSender {
 }
 
 impl CommandReceiver {
+    /// Ring `bell` after every drain that leaves the ring empty, so that the control thread
+    /// waiting for this worker sleeps until then instead of polling.
+    pub fn with_bell(mut self, bell: TaskBell) -> Self {
+        self.bell = Some(bell);
+        self
+    }
+
     /// Apply at most `max` queued commands; returns how many were applied.
     pub fn drain(&mut self, tables: &mut Tables, now: u64, max: usize) -> usize {
         let mut n = 0;
@@ -152,7 +162,47 @@ impl CommandReceiver {
         if n > 0 {
             self.count += n as u64;
             self.applied.store(self.count, Ordering::Release);
+            if let Some(bell) = &self.bell
+                && self.consumer.is_empty()
+            {
+                bell.ring();
+            }
         }
         n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::task_bell;
+    use std::time::Duration;
+    use tokio::time::Instant;
+
+    #[tokio::test]
+    async fn the_bell_rings_once_the_ring_is_empty_not_after_a_partial_drain() {
+        let (mut wait, bells) = task_bell::pair().unwrap();
+        let (mut tx, rx) = channel(16);
+        let mut rx = rx.with_bell(bells.bell().unwrap());
+        let mut tables = Tables::new(16, 4, 1);
+        for _ in 0..3 {
+            assert!(tx.try_send(Command::AccessBegin));
+        }
+        assert_eq!(rx.drain(&mut tables, 0, 2), 2);
+        assert!(!tx.caught_up());
+        let t = std::time::Instant::now();
+        wait.wait(Instant::now() + Duration::from_millis(3)).await;
+        assert!(
+            t.elapsed() >= Duration::from_millis(3),
+            "rang with a command still queued"
+        );
+        assert_eq!(rx.drain(&mut tables, 0, 2), 1);
+        assert!(tx.caught_up());
+        let t = std::time::Instant::now();
+        wait.wait(Instant::now() + Duration::from_secs(60)).await;
+        assert!(
+            t.elapsed() < task_bell::RECHECK,
+            "no ring after the last drain"
+        );
     }
 }

@@ -1,10 +1,9 @@
-//! Wake-ups between the dataplane's own threads, so that a thread with nothing to do waits
-//! instead of polling on a timer: the punt pump waits for a worker that punted, and a worker
-//! in idle back-off waits for a frame the control plane injected.
+//! Wake-ups of a worker from the control thread, so that a worker in idle back-off waits for
+//! a frame the control plane injected or a command it queued instead of polling on a timer.
+//! (The other direction, a worker waking a task on the control thread, is [`crate::task_bell`].)
 //!
 //! Ringing is `Thread::unpark`: an atomic swap, and a futex wake only when the owner is
-//! actually parked, so a worker may ring once per burst that punted without a system call
-//! while the pump is busy. Waiting is `park_timeout`, which may return early (a ring that came
+//! actually parked. Waiting is `park_timeout`, which may return early (a ring that came
 //! while the owner was running, or a spurious wake-up): every owner re-checks its rings.
 
 use std::sync::{Arc, OnceLock};

@@ -4,7 +4,6 @@
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex as StdMutex};
-use std::time::Duration;
 
 use kbng_api::ApiError;
 use kbng_api::v1 as pb;
@@ -20,6 +19,7 @@ use crate::io::InjectRecord;
 use crate::packet::PortId;
 use crate::punt::{NO_SLOT, PUNT_SNAPLEN, PuntReason, PuntRecord};
 use crate::tables::{MAX_GARDEN_RULES, MAX_GATEWAYS, Plan};
+use crate::task_bell::{self, TaskWait};
 use futures::FutureExt as _;
 
 type PuntSender = mpsc::Sender<Result<pb::PuntedFrame, Status>>;
@@ -144,48 +144,44 @@ impl DataplaneService {
         queued
     }
 
-    /// Forward punted records from the workers' rings to the current Punt stream, forever, on
-    /// a thread of its own (it inherits the control core's pinning from the runtime thread that
-    /// starts it). Records with no subscriber are dropped and counted.
+    /// Forward punted records from the workers' rings to the current Punt stream, forever.
+    /// Records with no subscriber are dropped and counted.
     ///
-    /// A thread rather than a tokio task: an idle ring was polled every tokio sleep, which is at
-    /// least one 1 ms timer tick, so every punted DHCP message waited 1-2 ms before the control
-    /// plane saw it. The thread waits on `bell`, which a worker rings after a burst that
-    /// punted, and looks at the rings at least every [`PUMP_POLL_IDLE`] regardless. (Before the
-    /// doorbell it polled every 50 µs while punts flowed: 10,000 wake-ups a second, a fifth
-    /// of the dataplane's CPU in the DHCP bench.)
-    pub async fn punt_pump(self, rings: Vec<rtrb::Consumer<PuntRecord>>, bell: Doorbell) {
-        let spawned = std::thread::Builder::new()
-            .name("kbng-punt".into())
-            .spawn(move || {
-                bell.answer_here();
-                self.pump(rings, &bell)
-            });
-        if let Err(e) = spawned {
-            tracing::error!("cannot start the punt pump thread: {e}");
-        }
-    }
-
-    fn pump(self, mut rings: Vec<rtrb::Consumer<PuntRecord>>, bell: &Doorbell) {
+    /// A task on the control thread's runtime, woken by `wait`, which a worker rings after a
+    /// burst that punted. It was a thread of its own (a tokio task could only poll the rings
+    /// every timer tick, 1-2 ms per DHCP message), which cost a thread wake-up per punted
+    /// burst plus a second one to hand the frames to the stream's task: 10-13 µs of the
+    /// dataplane's CPU per DORA in the DHCP bench.
+    pub async fn punt_pump(self, mut rings: Vec<rtrb::Consumer<PuntRecord>>, mut wait: TaskWait) {
         loop {
-            if self.drain(&mut rings) == 0 {
-                bell.wait(PUMP_POLL_IDLE);
+            match self.drain(&mut rings).await {
+                0 => {
+                    wait.wait(tokio::time::Instant::now() + task_bell::RECHECK)
+                        .await
+                }
+                // The stream's own task runs on this thread too: let it send.
+                PUMP_BATCH => tokio::task::yield_now().await,
+                _ => {}
             }
         }
     }
 
-    /// Move every record now in the rings to the Punt stream; returns how many were taken.
-    fn drain(&self, rings: &mut [rtrb::Consumer<PuntRecord>]) -> usize {
+    /// Move up to [`PUMP_BATCH`] records from the rings to the Punt stream; returns how many
+    /// were taken.
+    async fn drain(&self, rings: &mut [rtrb::Consumer<PuntRecord>]) -> usize {
         let mut moved = 0;
         let tx = self.subscriber.lock().ok().and_then(|s| s.clone());
         for ring in rings.iter_mut() {
-            while let Ok(rec) = ring.pop() {
+            while moved < PUMP_BATCH
+                && let Ok(rec) = ring.pop()
+            {
                 moved += 1;
                 let session_id = if rec.slot == NO_SLOT {
                     0
                 } else {
                     self.control
-                        .blocking_lock()
+                        .lock()
+                        .await
                         .shadow
                         .id_of_slot(rec.slot)
                         .unwrap_or(0)
@@ -214,11 +210,12 @@ impl DataplaneService {
     }
 }
 
+/// Most punted records the pump moves before it lets other tasks run (a quarter of the
+/// stream's queue).
+const PUMP_BATCH: usize = 256;
+
 /// Most injected frames queued per wake-up of worker 0.
 const INJECT_WAKE_BATCH: usize = 64;
-
-/// The longest the punt pump waits for its doorbell before looking at the rings anyway.
-pub const PUMP_POLL_IDLE: Duration = Duration::from_millis(1);
 
 fn status(e: ApiError) -> Status {
     Status::from(e)

@@ -33,6 +33,7 @@ use crate::doorbell::Doorbell;
 use crate::packet::{Frame, PacketBuf, Pkt, PortId, TxFrame};
 use crate::pipeline::{Pipeline, Tables};
 use crate::punt::{PUNT_SNAPLEN, PuntRing};
+use crate::task_bell::TaskBell;
 
 impl PacketBuf for Mbuf {
     #[inline(always)]
@@ -103,7 +104,7 @@ pub struct Worker {
     /// Punted packets to the control thread.
     pub punt: PuntRing,
     /// Rung after a burst that punted: wakes the punt pump.
-    pub punt_bell: Doorbell,
+    pub punt_bell: TaskBell,
     /// Answered by this worker: the control thread rings it after queueing an injected frame,
     /// which ends an idle back-off sleep early.
     pub wake: Doorbell,
@@ -220,7 +221,9 @@ impl Worker {
             .add(crate::counters::thread_cpu_ns().saturating_sub(cpu_start));
     }
 
-    /// Transmits up to 32 injected frames; returns how many were taken from the ring.
+    /// Transmits up to 32 injected frames, one transmit call per run of frames for the same
+    /// port (DHCP replies come in runs: one `sendto` per run on af_packet, one doorbell on a
+    /// NIC); returns how many were taken from the ring.
     fn inject(
         &mut self,
         q: &mut WorkerQueues,
@@ -230,6 +233,7 @@ impl Worker {
             return 0;
         };
         let mut taken = 0;
+        let mut run_port: Option<PortId> = None;
         for _ in 0..32 {
             let Ok(rec) = ring.pop() else {
                 break;
@@ -247,11 +251,28 @@ impl Worker {
                     continue;
                 }
             }
+            if let Some(p) = run_port
+                && p != rec.port
+            {
+                transmit_injected(q, out, p, &self.stats);
+            }
+            run_port = Some(rec.port);
             let _ = out.push(m);
-            let c = q.tx[rec.port as usize].tx(out);
-            self.stats.injected.add(c.sent as u64);
-            self.stats.tx_dropped.add(c.dropped as u64);
+        }
+        if let Some(p) = run_port {
+            transmit_injected(q, out, p, &self.stats);
         }
         taken
     }
+}
+
+fn transmit_injected(
+    q: &mut WorkerQueues,
+    out: &mut Burst<{ crate::packet::FRAME_SIZE }>,
+    port: PortId,
+    stats: &WorkerStats,
+) {
+    let c = q.tx[port as usize].tx(out);
+    stats.injected.add(c.sent as u64);
+    stats.tx_dropped.add(c.dropped as u64);
 }

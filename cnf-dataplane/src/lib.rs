@@ -50,3 +50,4 @@ pub mod packet;
 pub mod pipeline;
 pub mod punt;
 pub mod tables;
+pub mod task_bell;

@@ -30,6 +30,7 @@ use kbng_dataplane::nodes::NodeEnv;
 use kbng_dataplane::numa;
 use kbng_dataplane::pipeline::{Pipeline, Tables};
 use kbng_dataplane::punt::{PuntRecord, PuntRing};
+use kbng_dataplane::task_bell::TaskWait;
 use tokio::sync::Mutex;
 
 fn main() -> ExitCode {
@@ -313,7 +314,8 @@ fn run(cfg: Config) -> anyhow::Result<()> {
     let mut workers = Vec::new();
     let mut views = Vec::new();
     let mut punt_rings = Vec::new();
-    let punt_bell = Doorbell::default();
+    let (punt_wait, punt_bells) =
+        kbng_dataplane::task_bell::pair().context("punt wake-up socket")?;
     let (inject_tx, inject_rx) = rtrb::RingBuffer::<InjectRecord>::new(1024);
     let mut inject_rx = Some(inject_rx);
     let initial: Vec<Command> = std::iter::once(Command::AccessBegin)
@@ -327,6 +329,8 @@ fn run(cfg: Config) -> anyhow::Result<()> {
             redirect_http: true,
         }))
         .collect();
+    let (applied_wait, applied_bells) =
+        kbng_dataplane::task_bell::pair().context("worker acknowledgement socket")?;
     for (i, core) in cfg.worker_cores.iter().enumerate() {
         let mut tables = Tables::new(
             cfg.args.sessions as usize,
@@ -342,6 +346,11 @@ fn run(cfg: Config) -> anyhow::Result<()> {
         let pipeline = Pipeline::new(env.clone(), i as u16, punt_limit, now)
             .with_icmp_error_limit(icmp_limit, now);
         let (cmd_tx, cmd_rx) = command::channel(2 * MAX_BATCH);
+        let cmd_rx = cmd_rx.with_bell(
+            applied_bells
+                .bell()
+                .context("worker acknowledgement socket")?,
+        );
         let (punt_tx, punt_rx) = rtrb::RingBuffer::<PuntRecord>::new(1024);
         punt_rings.push(punt_rx);
         let stats = Arc::new(WorkerStats::default());
@@ -364,7 +373,7 @@ fn run(cfg: Config) -> anyhow::Result<()> {
             pipeline,
             commands: cmd_rx,
             punt: PuntRing::new(punt_tx),
-            punt_bell: punt_bell.clone(),
+            punt_bell: punt_bells.bell().context("punt wake-up socket")?,
             wake,
             inject: if i == 0 {
                 inject_rx.take().map(|r| (r, Arc::clone(&pool)))
@@ -423,6 +432,7 @@ fn run(cfg: Config) -> anyhow::Result<()> {
         workers: views,
         tsc_hz: hz,
         resolver: resolver.as_ref().map(|r| r.counters.clone()),
+        applied: applied_wait,
     }));
     let stop = Arc::new(AtomicBool::new(false));
     let inject_bell = workers.first().map(|w| w.wake.clone()).unwrap_or_default();
@@ -449,7 +459,7 @@ fn run(cfg: Config) -> anyhow::Result<()> {
                     control,
                     identity,
                     (inject_tx, inject_bell),
-                    (punt_rings, punt_bell),
+                    (punt_rings, punt_wait),
                     resolver,
                     listen,
                     Arc::clone(&stop),
@@ -600,7 +610,7 @@ async fn control_main(
     control: Arc<Mutex<Control>>,
     identity: pb::Identity,
     inject: (rtrb::Producer<InjectRecord>, Doorbell),
-    punt: (Vec<rtrb::Consumer<PuntRecord>>, Doorbell),
+    punt: (Vec<rtrb::Consumer<PuntRecord>>, TaskWait),
     resolver: Option<Resolver>,
     listen: String,
     stop: Arc<AtomicBool>,

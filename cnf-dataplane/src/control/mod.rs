@@ -4,15 +4,17 @@
 pub mod convert;
 pub mod shadow;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kbng_api::ApiError;
+use tokio::time::Instant;
 
 use crate::command::{Command, CommandSender};
 use crate::counters::{SessionCounts, WorkerStats};
 use crate::doorbell::Doorbell;
 use crate::pipeline::PipelineCounters;
 use crate::tables::SessionCounterArray;
+use crate::task_bell::TaskWait;
 use shadow::Shadow;
 
 /// Most commands one request may generate (ring capacity is twice this).
@@ -49,6 +51,9 @@ pub struct Control {
     pub tsc_hz: u64,
     /// Counters of the next-hop resolver (main core), when the next hop is resolved by ARP.
     pub resolver: Option<crate::counters::NodeCounters<crate::neighbour::ResolverCounter>>,
+    /// Rung by a worker that emptied its command ring: what [`Self::reserve`] and
+    /// [`Self::commit`] sleep on.
+    pub applied: TaskWait,
 }
 
 impl Control {
@@ -60,8 +65,7 @@ impl Control {
                 format!("{n} changes in one request, at most {MAX_BATCH}"),
             ));
         }
-        let started = Instant::now();
-        let deadline = started + WORKER_TIMEOUT;
+        let deadline = Instant::now() + WORKER_TIMEOUT;
         while self.workers.iter().any(|w| w.commands.free_slots() < n) {
             self.wake_all();
             if Instant::now() > deadline {
@@ -69,7 +73,7 @@ impl Control {
                     "workers are not draining their command rings".into(),
                 ));
             }
-            pause(started).await;
+            self.applied.wait(deadline).await;
         }
         Ok(())
     }
@@ -88,15 +92,14 @@ impl Control {
         // A worker in idle back-off would otherwise apply them only when its sleep ends, while
         // the wait below spins on this thread.
         self.wake_all();
-        let started = Instant::now();
-        let deadline = started + WORKER_TIMEOUT;
+        let deadline = Instant::now() + WORKER_TIMEOUT;
         while !self.workers.iter().all(|w| w.commands.caught_up()) {
             if Instant::now() > deadline {
                 return Err(ApiError::Unavailable(
                     "workers did not acknowledge in time; the change is queued".into(),
                 ));
             }
-            pause(started).await;
+            self.applied.wait(deadline).await;
         }
         Ok(())
     }
@@ -133,20 +136,5 @@ impl Control {
             r.snapshot(&mut total);
         }
         total
-    }
-}
-
-/// How long a wait for the workers yields before it sleeps.
-const YIELD_BUDGET: Duration = Duration::from_millis(2);
-
-/// One step of waiting for the workers. They apply commands within microseconds (one poll
-/// iteration), far below tokio's 1 ms timer granularity, so a short wait yields the thread
-/// instead of sleeping; only a long one (workers stalled or busy) sleeps. This runs on the
-/// control core, never on a worker.
-async fn pause(started: Instant) {
-    if started.elapsed() < YIELD_BUDGET {
-        tokio::task::yield_now().await;
-    } else {
-        tokio::time::sleep(Duration::from_micros(200)).await;
     }
 }
