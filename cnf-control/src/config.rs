@@ -430,6 +430,10 @@ impl ConfigFile {
         if pacing.max_wait_ns == 0 {
             problems.push("pacing: maxWaitMs must be non-zero".into());
         }
+        if self.max_sessions_per_line == 0 {
+            problems
+                .push("maxSessionsPerLine: must be at least 1 (0 refuses every subscriber)".into());
+        }
         let relay = crate::relay::config::validate(
             self.dhcp.as_ref(),
             self.relay.as_ref(),
@@ -524,6 +528,19 @@ walledGarden: {portalUrl: "http://192.0.2.80/", allowed: [{prefix: 192.0.2.80/32
         assert_eq!(c.engine.pacing.max_wait_ns, 250_000_000);
         let p = with("{ratePerSec: 100, burst: 10, queue: 50, maxWaitMs: 0}").unwrap_err();
         assert!(p.iter().any(|e| e.contains("maxWaitMs")), "{p:?}");
+    }
+
+    #[test]
+    fn max_sessions_per_line_defaults_to_64_and_refuses_zero() {
+        let with = |extra: &str| {
+            let f: ConfigFile = serde_yaml_ng::from_str(&format!("{GOOD}\n{extra}\n")).unwrap();
+            f.validate()
+        };
+        assert_eq!(with("").unwrap().engine.max_sessions_per_line, 64);
+        let c = with("maxSessionsPerLine: 4000").unwrap();
+        assert_eq!(c.engine.max_sessions_per_line, 4000);
+        let p = with("maxSessionsPerLine: 0").unwrap_err();
+        assert!(p.iter().any(|e| e.contains("maxSessionsPerLine")), "{p:?}");
     }
 
     #[test]

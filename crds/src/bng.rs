@@ -319,11 +319,20 @@ pub struct DhcpSpec {
     /// of 20,000.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pacing: Option<PacingSpec>,
+    /// Sessions one access line (dataplane port, outer and inner VLAN) may hold; a DISCOVER
+    /// for a new subscriber beyond it is dropped and counted (`line session limit`), so that
+    /// random MACs on one line cannot drain a pool. Absent: the control's 64, right for 1:1
+    /// VLANs (a QinQ pair per subscriber); a VLAN or untagged port shared by many subscribers
+    /// (N:1) needs at least their number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 16_000_000))]
+    pub max_sessions_per_line: Option<u32>,
 }
 
 /// DISCOVERs that would create a session are admitted at `ratePerSec` (bursts of `burst`);
 /// beyond it they wait in a queue holding one per subscriber, and are dropped and counted
-/// when it is full or when they waited longer than a client's first retransmission (4 s).
+/// when it is full or when they waited longer than `maxWaitMs` (default 4,000: a client's
+/// first retransmission, RFC 2131 section 4.1, after which the waiting DISCOVER is stale).
 /// Exchanges already under way (REQUESTs, renewals) are never paced.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -335,6 +344,9 @@ pub struct PacingSpec {
     #[serde(default = "default_pacing_queue")]
     #[schemars(range(min = 1, max = 1_000_000))]
     pub queue: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 60_000))]
+    pub max_wait_ms: Option<u32>,
 }
 
 fn default_pacing_queue() -> u32 {

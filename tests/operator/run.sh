@@ -189,6 +189,11 @@ t_bad_crs_are_refused() {
       "radius": {"servers": [{"address": "192.0.2.10"}], "nasIdentifier": "lab", "authMethod": "mschap",
                  "secretRef": {"name": "radius-secret", "key": "secret"}}}')" \
     'authMethod: Unsupported value: "mschap"' || rc=1
+  refused "maxSessionsPerLine 0" "$(bng_json perline '.spec.dhcp.maxSessionsPerLine = 0')" \
+    'maxSessionsPerLine.*(greater than or equal to 1|should be greater)' || rc=1
+  refused "pacing maxWaitMs above a minute" \
+    "$(bng_json maxwait '.spec.dhcp.pacing = {"ratePerSec": 100, "burst": 10, "maxWaitMs": 600000}')" \
+    'maxWaitMs.*(less than or equal to 60000|should be less)' || rc=1
   return $rc
 }
 

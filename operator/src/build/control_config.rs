@@ -55,13 +55,15 @@ pub struct DhcpFile {
     pub mode: &'static str,
 }
 
-/// The control's `pacing` (its `maxWaitMs` keeps the control's default).
+/// The control's `pacing` (without `maxWaitMs`, the control's default).
 #[derive(Debug, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct PacingFile {
     pub rate_per_sec: u32,
     pub burst: u32,
     pub queue: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_wait_ms: Option<u32>,
 }
 
 #[derive(Debug, Serialize, PartialEq, Eq)]
@@ -118,6 +120,9 @@ pub struct ControlConfig<'a> {
     pub walled_garden: WalledGardenFile,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pacing: Option<PacingFile>,
+    /// Without it, the control's default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_sessions_per_line: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dhcp: Option<DhcpFile>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -201,7 +206,9 @@ pub(crate) fn render<'a>(base: &Base, inputs: &'a Inputs<'a>) -> ControlConfig<'
             rate_per_sec: p.rate_per_sec,
             burst: p.burst,
             queue: p.queue,
+            max_wait_ms: p.max_wait_ms,
         }),
+        max_sessions_per_line: spec.dhcp.max_sessions_per_line,
         dhcp: (spec.dhcp.mode == DhcpMode::Relay).then_some(DhcpFile { mode: "relay" }),
         relay: (spec.dhcp.mode == DhcpMode::Relay).then(|| RelayFile {
             servers: spec.dhcp.relay_servers.clone(),

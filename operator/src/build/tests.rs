@@ -168,6 +168,7 @@ fn control_config_is_kbng_controls_format() {
             "dataplanes",
             "defaultPlan",
             "licence",
+            "maxSessionsPerLine",
             "option82Identity",
             "pacing",
             "plans",
@@ -202,6 +203,8 @@ fn control_config_is_kbng_controls_format() {
     assert_eq!(v["walledGarden"]["allowed"][0]["protocol"], 17);
     assert_eq!(v["pools"][0]["cidr"], "100.64.0.0/16");
     assert_eq!(v["pacing"]["ratePerSec"], 2000);
+    assert_eq!(v["pacing"]["maxWaitMs"], 4000);
+    assert_eq!(v["maxSessionsPerLine"], 8);
     // The control reads the file at start: a change rolls its pod, a licence alone does not.
     let hash = |o: &Owned| {
         o.control
@@ -400,12 +403,35 @@ fn dhcp_pacing_reaches_the_control_config() {
             "pacing": {"ratePerSec": 5000, "burst": 500}})),
         Some(serde_json::json!({"ratePerSec": 5000, "burst": 500, "queue": 20000}))
     );
+    assert_eq!(
+        rendered(serde_json::json!({"mode": "server",
+            "pacing": {"ratePerSec": 5000, "burst": 500, "queue": 100, "maxWaitMs": 1500}})),
+        Some(
+            serde_json::json!({"ratePerSec": 5000, "burst": 500, "queue": 100, "maxWaitMs": 1500})
+        )
+    );
     assert_eq!(rendered(serde_json::json!({"mode": "server"})), None);
     let err = serde_json::from_value::<kbng_crds::bng::DhcpSpec>(
         serde_json::json!({"mode": "server", "pacing": {"ratePerSec": 1, "burst": 1, "maxWait": 3}}),
     )
     .unwrap_err();
     assert!(err.to_string().contains("maxWait"), "{err}");
+}
+
+/// `dhcp.maxSessionsPerLine` reaches the control's `maxSessionsPerLine`; without it the
+/// control keeps its default (no key).
+#[test]
+fn max_sessions_per_line_reaches_the_control_config() {
+    let rendered = |dhcp: serde_json::Value| {
+        let mut bng = sample_bng();
+        bng.spec.dhcp = serde_json::from_value(dhcp).unwrap();
+        control_json(&bng).get("maxSessionsPerLine").cloned()
+    };
+    assert_eq!(
+        rendered(serde_json::json!({"mode": "server", "maxSessionsPerLine": 4000})),
+        Some(serde_json::json!(4000))
+    );
+    assert_eq!(rendered(serde_json::json!({"mode": "server"})), None);
 }
 
 /// `aaa.radius.authMethod` reaches the control's `aaa.radius.authMethod`; a BNG written before
