@@ -15,6 +15,7 @@ pub const ALERTED_EVENTS: &[&str] = &[
     "pool exhausted",
     "admitted captive over cap",
     "pacing dropped",
+    "line session limit",
 ];
 
 /// Entries of `Engine::counters` that are levels, not counts: exported as nothing here (the
