@@ -3,7 +3,7 @@
 //!
 //! | method | path | what |
 //! |---|---|---|
-//! | GET | /v1/sessions?after=&limit=&state=&mac=&ip=&captive= | a page; `nextAfter` 0 at the end |
+//! | GET | /v1/sessions?after=&limit=&state=&mac=&ip=&captive=&outerVlan=&innerVlan= | a page; `nextAfter` 0 at the end |
 //! | GET | /v1/sessions/{id} | one session |
 //! | GET | /v1/sessions/{id}/counters | its dataplane counters |
 //! | DELETE | /v1/sessions/{id} | release it (locally and in the dataplane) |
@@ -84,6 +84,10 @@ pub struct ListQuery {
     mac: Option<String>,
     ip: Option<Ipv4Addr>,
     captive: Option<bool>,
+    #[serde(rename = "outerVlan")]
+    outer_vlan: Option<u16>,
+    #[serde(rename = "innerVlan")]
+    inner_vlan: Option<u16>,
 }
 
 async fn list(State(s): State<ApiState>, Query(q): Query<ListQuery>) -> ApiResult {
@@ -97,6 +101,8 @@ async fn list(State(s): State<ApiState>, Query(q): Query<ListQuery>) -> ApiResul
         mac,
         ip: q.ip,
         captive: q.captive,
+        outer_vlan: q.outer_vlan,
+        inner_vlan: q.inner_vlan,
     };
     let (page, next) = ask(&s, |reply| ApiCmd::List {
         after: q.after.unwrap_or(0),

@@ -86,6 +86,9 @@ pub struct Filter {
     pub mac: Option<[u8; 6]>,
     pub ip: Option<Ipv4Addr>,
     pub captive: Option<bool>,
+    /// The access line's VLANs (0: untagged), for what one line holds.
+    pub outer_vlan: Option<u16>,
+    pub inner_vlan: Option<u16>,
 }
 
 impl Filter {
@@ -96,6 +99,8 @@ impl Filter {
             && self
                 .captive
                 .is_none_or(|c| s.state.bound().map(|(_, g)| g.captive()) == Some(c))
+            && self.outer_vlan.is_none_or(|v| s.line.outer_vlan == v)
+            && self.inner_vlan.is_none_or(|v| s.line.inner_vlan == v)
     }
 }
 

@@ -28,6 +28,12 @@ pub enum SessionsCommand {
         /// Only bound sessions that are (true) or are not (false) in the walled garden.
         #[arg(long)]
         captive: Option<bool>,
+        /// Only sessions on access lines with this outer VLAN (0: untagged).
+        #[arg(long, value_parser = clap::value_parser!(u16).range(0..=4094))]
+        outer_vlan: Option<u16>,
+        /// Only sessions on access lines with this inner VLAN (0: none).
+        #[arg(long, value_parser = clap::value_parser!(u16).range(0..=4094))]
+        inner_vlan: Option<u16>,
         /// Sessions per API request (1..=1000).
         #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u16).range(1..=1000))]
         page_size: u16,
@@ -68,6 +74,8 @@ pub fn run(server: &ServerArgs, cmd: SessionsCommand) -> anyhow::Result<ExitCode
                 mac,
                 ip,
                 captive,
+                outer_vlan,
+                inner_vlan,
                 page_size,
                 output,
             } => {
@@ -77,6 +85,8 @@ pub fn run(server: &ServerArgs, cmd: SessionsCommand) -> anyhow::Result<ExitCode
                     ("mac", mac),
                     ("ip", ip),
                     ("captive", captive.map(|b| b.to_string())),
+                    ("outerVlan", outer_vlan.map(|v| v.to_string())),
+                    ("innerVlan", inner_vlan.map(|v| v.to_string())),
                 ] {
                     if let Some(v) = v {
                         filter.push_str(&format!("&{k}={}", query_value(&v)));

@@ -272,6 +272,16 @@ if ((cookie >= 1 && trunc >= 1 && opts >= 1)); then ok malformed_dhcp_counted; e
 if ((storm >= 1000)); then ok discover_storm_counted; else bad discover_storm_counted "storm=$storm"; fi
 vlan_sessions=$(apiget "/v1/sessions?limit=1000" | jq_py 'sum(1 for s in d["sessions"] if s["outerVlan"] == 100)')
 if ((line >= 400 && vlan_sessions <= 64)); then ok starvation_bounded_per_line; else bad starvation_bounded_per_line "line=$line vlan_sessions=$vlan_sessions"; fi
+# What one line holds, by the API's own filter and kbngctl's, against the enumeration above;
+# a VLAN nobody uses holds nothing (so the filter is not ignored).
+by_filter=$(session_count "&outerVlan=100")
+by_ctl=$(kbngctl sessions list --outer-vlan 100 -o json | jq_py 'len(d)')
+unused=$(session_count "&outerVlan=3999")
+if ((vlan_sessions >= 1 && by_filter == vlan_sessions && by_ctl == vlan_sessions && unused == 0)); then
+    ok sessions_filtered_by_line
+else
+    bad sessions_filtered_by_line "enumerated=$vlan_sessions api=$by_filter kbngctl=$by_ctl vlan3999=$unused"
+fi
 client c5 02:00:00:00:01:05
 kbngctl sessions watch --count 50 --timeout 40 -o json >"$tmp/watch.ndjson" 2>&1 &
 watch_pid=$!
