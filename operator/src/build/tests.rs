@@ -389,15 +389,18 @@ fn control_json(bng: &Bng) -> serde_json::Value {
     serde_json::from_str(&o.config_map.data.unwrap()["control.json"]).unwrap()
 }
 
+/// The control configuration's `key` for the sample BNG with `dhcp` as its DHCP section.
+fn dhcp_rendered(dhcp: serde_json::Value, key: &str) -> Option<serde_json::Value> {
+    let mut bng = sample_bng();
+    bng.spec.dhcp = serde_json::from_value(dhcp).unwrap();
+    control_json(&bng).get(key).cloned()
+}
+
 /// `dhcp.pacing` reaches the control's `pacing` (queue defaulted); without it the control
 /// keeps its own defaults (no `pacing` key).
 #[test]
 fn dhcp_pacing_reaches_the_control_config() {
-    let rendered = |dhcp: serde_json::Value| {
-        let mut bng = sample_bng();
-        bng.spec.dhcp = serde_json::from_value(dhcp).unwrap();
-        control_json(&bng).get("pacing").cloned()
-    };
+    let rendered = |dhcp| dhcp_rendered(dhcp, "pacing");
     assert_eq!(
         rendered(serde_json::json!({"mode": "server",
             "pacing": {"ratePerSec": 5000, "burst": 500}})),
@@ -422,11 +425,7 @@ fn dhcp_pacing_reaches_the_control_config() {
 /// control keeps its default (no key).
 #[test]
 fn max_sessions_per_line_reaches_the_control_config() {
-    let rendered = |dhcp: serde_json::Value| {
-        let mut bng = sample_bng();
-        bng.spec.dhcp = serde_json::from_value(dhcp).unwrap();
-        control_json(&bng).get("maxSessionsPerLine").cloned()
-    };
+    let rendered = |dhcp| dhcp_rendered(dhcp, "maxSessionsPerLine");
     assert_eq!(
         rendered(serde_json::json!({"mode": "server", "maxSessionsPerLine": 4000})),
         Some(serde_json::json!(4000))
