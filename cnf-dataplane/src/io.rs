@@ -188,10 +188,7 @@ impl Worker {
                     if frame.is_empty() {
                         continue;
                     }
-                    for b in frame.drain(..) {
-                        let _ = out.push(b);
-                    }
-                    let c = q.tx[port as usize].tx(&mut out);
+                    let c = q.tx[port as usize].tx_vec(frame);
                     self.stats.tx_packets.add(c.sent as u64);
                     self.stats.tx_dropped.add(c.dropped as u64);
                 }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use crate::ffi;
-use crate::mbuf::Burst;
+use crate::mbuf::{Burst, MAX_BURST, Mbuf};
 use crate::port::PortShared;
 
 /// Receive side of one queue of a started port. `Send`: move it to the worker that polls it.
@@ -94,6 +94,40 @@ impl TxQueue {
         // SAFETY: the driver now owns the first `sent` mbufs; the burst still owns the rest.
         let dropped = unsafe { burst.consume_sent(sent) };
         TxCount { sent, dropped }
+    }
+
+    /// [`Self::tx`] for mbufs gathered in an `ArrayVec`, sent from where they lie: a graph
+    /// that collects its output per port in such a vector hands it to the driver without first
+    /// moving every mbuf into a [`Burst`]. The vector is empty afterwards; mbufs the driver did
+    /// not take are freed and counted in [`TxCount::dropped`].
+    #[inline]
+    pub fn tx_vec<const N: usize>(&mut self, v: &mut arrayvec::ArrayVec<Mbuf, N>) -> TxCount {
+        let len = v.len();
+        if len == 0 {
+            return TxCount::default();
+        }
+        const { assert!(N <= MAX_BURST, "ArrayVec capacity must be at most MAX_BURST") };
+        let len16 = u16::try_from(len).expect("len <= N <= MAX_BURST");
+        // Mbuf is repr(transparent) over the rte_mbuf pointer, so the vector's storage is the
+        // pointer array rte_eth_tx_burst wants.
+        let slots = v.as_mut_ptr().cast::<*mut ffi::rte_mbuf>();
+        // SAFETY: as in `tx`: this handle is the only one for (port, queue), used from one
+        // thread; slots holds len owned mbufs.
+        let sent = usize::from(unsafe { ffi::kbng_eth_tx_burst(self.shared.id, self.queue, slots, len16) });
+        // SAFETY: the driver owns the first `sent` mbufs now; setting the length to 0 first
+        // means the vector never drops them. The rest (sent..len) are still initialised and
+        // owned, and are freed here exactly once.
+        unsafe {
+            v.set_len(0);
+            if sent < len {
+                let rest = u32::try_from(len - sent).expect("len <= MAX_BURST");
+                ffi::kbng_pktmbuf_free_bulk(slots.add(sent), rest);
+            }
+        }
+        TxCount {
+            sent,
+            dropped: len - sent,
+        }
     }
 
     /// Port id.
