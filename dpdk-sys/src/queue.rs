@@ -106,14 +106,21 @@ impl TxQueue {
         if len == 0 {
             return TxCount::default();
         }
-        const { assert!(N <= MAX_BURST, "ArrayVec capacity must be at most MAX_BURST") };
+        const {
+            assert!(
+                N <= MAX_BURST,
+                "ArrayVec capacity must be at most MAX_BURST"
+            )
+        };
         let len16 = u16::try_from(len).expect("len <= N <= MAX_BURST");
         // Mbuf is repr(transparent) over the rte_mbuf pointer, so the vector's storage is the
         // pointer array rte_eth_tx_burst wants.
         let slots = v.as_mut_ptr().cast::<*mut ffi::rte_mbuf>();
         // SAFETY: as in `tx`: this handle is the only one for (port, queue), used from one
         // thread; slots holds len owned mbufs.
-        let sent = usize::from(unsafe { ffi::kbng_eth_tx_burst(self.shared.id, self.queue, slots, len16) });
+        let sent = usize::from(unsafe {
+            ffi::kbng_eth_tx_burst(self.shared.id, self.queue, slots, len16)
+        });
         // SAFETY: the driver owns the first `sent` mbufs now; setting the length to 0 first
         // means the vector never drops them. The rest (sent..len) are still initialised and
         // owned, and are freed here exactly once.

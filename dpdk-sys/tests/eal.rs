@@ -283,7 +283,11 @@ fn rx_null_tx_ring_loopback(eal: &Eal, pool: &Arc<Mempool>) {
     let sent = ring_tx.tx_vec(&mut v);
     assert_eq!((sent.sent, sent.dropped), (32, 0));
     assert!(v.is_empty());
-    assert_eq!(ring_tx.tx_vec(&mut v).sent, 0, "an empty vector sends nothing");
+    assert_eq!(
+        ring_tx.tx_vec(&mut v).sent,
+        0,
+        "an empty vector sends nothing"
+    );
     assert_eq!(ring_rx.rx(&mut burst), 32);
     for (i, m) in burst.iter().enumerate() {
         assert_eq!(usize::from(m.data()[1]), 100 + i, "tx_vec kept the order");
