@@ -21,9 +21,12 @@
 //! - Batches are released in the order the engine made them, including batches that changed
 //!   nothing in the store (an OFFER waits behind an earlier ACK's commit): dataplane commands
 //!   for one session (remove, then a new install) are never reordered.
-//! - Every commit is `Durability::Immediate`: when an ACK leaves, its lease survives a power
-//!   loss, not only a process crash. Grouping, not weaker durability, is what buys the rate;
-//!   `Durability::None` would let a crash of the machine forget leases clients hold.
+//! - Every commit is `Durability::Immediate`: when an ACK leaves, its lease is in the file and
+//!   survives a crash of the process. By default (`crate::store::sync`) the commit also ends
+//!   in an fdatasync, so the lease survives a power loss too; grouping, not weaker durability,
+//!   is what buys the rate. An operator may trade the second guarantee for CPU and latency
+//!   with a sync interval (`storeSyncIntervalMs`); this thread then syncs a quiet store once
+//!   it has waited an interval for work.
 //!
 //! A batch that changes nothing in the store, submitted while no earlier batch is still queued
 //! or committing, is released by the submitter itself: it has nothing to make durable and
@@ -38,6 +41,7 @@ use tokio::sync::{broadcast, mpsc};
 use crate::core::SessionId;
 use crate::dataplane::DpCmd;
 use crate::service::WatchEvent;
+use crate::store::sync::SyncPolicy;
 use crate::store::{Store, StoreOp};
 
 /// Batches waiting for the commit thread; beyond this the engine task waits, and with it the
@@ -164,7 +168,20 @@ fn run(
     pending: &AtomicU64,
 ) {
     let mut group: Vec<Effects> = Vec::new();
-    while let Some(first) = rx.blocking_recv() {
+    // The receive with a timeout of an interval sync policy needs a timer of its own.
+    let idle = match store.sync().policy() {
+        SyncPolicy::EveryCommit => None,
+        SyncPolicy::Interval(_) => tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .inspect_err(|e| {
+                tracing::error!(
+                    "commit thread: no timer ({e}); quiet stores sync at their next commit only"
+                )
+            })
+            .ok(),
+    };
+    while let Some(first) = next_batch(&store, &mut rx, idle.as_ref()) {
         let mut ops = first.store.len();
         group.push(first);
         take_queued(&mut rx, &mut group, &mut ops);
@@ -187,6 +204,29 @@ fn run(
             release(fx, dps, watch);
         }
         pending.fetch_sub(released, Ordering::Release);
+    }
+}
+
+/// The next batch, or `None` once the engine task is gone. Under an interval sync policy, a
+/// wait longer than the interval first syncs the commits it left unsynced, so that a quiet
+/// store is on the disk one interval after its last commit.
+fn next_batch(
+    store: &Store,
+    rx: &mut mpsc::Receiver<Effects>,
+    idle: Option<&tokio::runtime::Runtime>,
+) -> Option<Effects> {
+    let (SyncPolicy::Interval(every), Some(rt)) = (store.sync().policy(), idle) else {
+        return rx.blocking_recv();
+    };
+    loop {
+        match rt.block_on(async { tokio::time::timeout(every, rx.recv()).await }) {
+            Ok(fx) => return fx,
+            Err(_) => {
+                if let Err(e) = store.sync().sync_if_pending() {
+                    tracing::error!("store sync failed: {e}");
+                }
+            }
+        }
     }
 }
 
@@ -294,6 +334,56 @@ mod tests {
             })
             .collect();
         assert_eq!(frames, (1..=20).collect::<Vec<u8>>());
+        let _ = std::fs::remove_file(&path);
+    }
+
+    /// Under an interval policy the commit thread syncs a commit left pending once it has
+    /// waited an interval for more work.
+    #[test]
+    fn a_quiet_store_syncs_after_an_interval() {
+        let path = std::env::temp_dir().join(format!("kbng-commit-sync-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let every = std::time::Duration::from_millis(100);
+        let store = Arc::new(Store::open_with(&path, SyncPolicy::Interval(every)).expect("open"));
+        let (watch, _) = broadcast::channel(16);
+        let c = Committer::start(Arc::clone(&store), Vec::new(), watch).expect("start");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        rt.block_on(async {
+            for i in 1..=2u64 {
+                let done = done_tx.clone();
+                let fx = Effects {
+                    store: vec![StoreOp::Put(Box::new(session(i)))],
+                    next_id: i + 1,
+                    replies: vec![Box::new(move || {
+                        let _ = done.send(i);
+                    })],
+                    ..Effects::default()
+                };
+                assert!(c.submit(fx).await);
+            }
+        });
+        for _ in 1..=2 {
+            done_rx
+                .recv_timeout(std::time::Duration::from_secs(10))
+                .expect("released");
+        }
+        // The opening commit synced; the two batches were committed within one interval of
+        // it, so at most one more sync happened with them.
+        let after_commits = store.sync().syncs();
+        assert!(after_commits <= 2, "{after_commits} syncs");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while store.sync().syncs() == after_commits && std::time::Instant::now() < deadline {
+            std::thread::sleep(every);
+        }
+        assert_eq!(
+            store.sync().syncs(),
+            after_commits + 1,
+            "the idle commit thread synced"
+        );
+        drop(c);
         let _ = std::fs::remove_file(&path);
     }
 

@@ -200,6 +200,10 @@ pub struct ConfigFile {
     #[serde(default)]
     pub licence: Option<LicenceFile>,
     pub store: PathBuf,
+    /// Milliseconds between forced syncs of the store to the disk; 0 (the default) syncs at
+    /// every commit. See `crate::store::sync` for what a machine crash can lose otherwise.
+    #[serde(default)]
+    pub store_sync_interval_ms: u64,
     pub api_listen: String,
     pub walled_garden: WalledGardenFile,
     #[serde(default)]
@@ -234,6 +238,7 @@ pub struct Config {
     pub cap_file: Option<PathBuf>,
     pub licence_grant: Option<GrantConfig>,
     pub store: PathBuf,
+    pub store_sync: crate::store::sync::SyncPolicy,
     pub api_listen: SocketAddr,
     pub portal_url: String,
     /// (prefix, len, protocol, port)
@@ -430,6 +435,13 @@ impl ConfigFile {
         if pacing.max_wait_ns == 0 {
             problems.push("pacing: maxWaitMs must be non-zero".into());
         }
+        if self.store_sync_interval_ms > 60_000 {
+            problems.push(format!(
+                "storeSyncIntervalMs: {} is more than 60,000 (a minute of leases a machine crash \
+                 could lose)",
+                self.store_sync_interval_ms
+            ));
+        }
         if self.max_sessions_per_line == 0 {
             problems
                 .push("maxSessionsPerLine: must be at least 1 (0 refuses every subscriber)".into());
@@ -467,6 +479,12 @@ impl ConfigFile {
             cap_file: self.licence.and_then(|l| l.cap_file),
             licence_grant,
             store: self.store,
+            store_sync: match self.store_sync_interval_ms {
+                0 => crate::store::sync::SyncPolicy::EveryCommit,
+                ms => {
+                    crate::store::sync::SyncPolicy::Interval(std::time::Duration::from_millis(ms))
+                }
+            },
             api_listen,
             portal_url: self.walled_garden.portal_url,
             garden,
@@ -541,6 +559,26 @@ walledGarden: {portalUrl: "http://192.0.2.80/", allowed: [{prefix: 192.0.2.80/32
         assert_eq!(c.engine.max_sessions_per_line, 4000);
         let p = with("maxSessionsPerLine: 0").unwrap_err();
         assert!(p.iter().any(|e| e.contains("maxSessionsPerLine")), "{p:?}");
+    }
+
+    #[test]
+    fn store_sync_defaults_to_every_commit_and_refuses_over_a_minute() {
+        use crate::store::sync::SyncPolicy;
+        let with = |extra: &str| {
+            let f: ConfigFile = serde_yaml_ng::from_str(&format!("{GOOD}\n{extra}\n")).unwrap();
+            f.validate()
+        };
+        assert_eq!(with("").unwrap().store_sync, SyncPolicy::EveryCommit);
+        assert_eq!(
+            with("storeSyncIntervalMs: 0").unwrap().store_sync,
+            SyncPolicy::EveryCommit
+        );
+        assert_eq!(
+            with("storeSyncIntervalMs: 200").unwrap().store_sync,
+            SyncPolicy::Interval(std::time::Duration::from_millis(200))
+        );
+        let p = with("storeSyncIntervalMs: 60001").unwrap_err();
+        assert!(p.iter().any(|e| e.contains("storeSyncIntervalMs")), "{p:?}");
     }
 
     #[test]

@@ -118,7 +118,8 @@ async fn main() -> anyhow::Result<()> {
     }
 
     let t = Instant::now();
-    let store = Store::open(&cfg.store).with_context(|| format!("{}", cfg.store.display()))?;
+    let store = Store::open_with(&cfg.store, cfg.store_sync)
+        .with_context(|| format!("{}", cfg.store.display()))?;
     let restored = store.restore_into(&mut engine)?;
     for problem in &restored.problems {
         tracing::warn!("restore: {problem}");

@@ -327,6 +327,16 @@ pub struct DhcpSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 16_000_000))]
     pub max_sessions_per_line: Option<u32>,
+    /// How often the control forces its session store to the disk, in milliseconds. Absent
+    /// or 0: at every commit, before the ACKs of the commit leave, so a lease survives a power
+    /// loss the moment its client holds it. Above 0: commits still reach the file (a control
+    /// crash or restart loses nothing) and at most one disk sync is made per interval, so a
+    /// crash of the node can forget the leases of the last interval (their clients keep
+    /// their addresses until they renew); each commit then costs less CPU and the ACKs do not
+    /// wait for the disk. Kea's memfile lease file is never synced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 60_000))]
+    pub lease_sync_interval_ms: Option<u32>,
 }
 
 /// DISCOVERs that would create a session are admitted at `ratePerSec` (bursts of `burst`);

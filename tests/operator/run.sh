@@ -194,6 +194,9 @@ t_bad_crs_are_refused() {
   refused "pacing maxWaitMs above a minute" \
     "$(bng_json maxwait '.spec.dhcp.pacing = {"ratePerSec": 100, "burst": 10, "maxWaitMs": 600000}')" \
     'maxWaitMs.*(less than or equal to 60000|should be less)' || rc=1
+  refused "leaseSyncIntervalMs above a minute" \
+    "$(bng_json leasesync '.spec.dhcp.leaseSyncIntervalMs = 600000')" \
+    'leaseSyncIntervalMs.*(less than or equal to 60000|should be less)' || rc=1
   return $rc
 }
 

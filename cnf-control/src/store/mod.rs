@@ -8,13 +8,17 @@
 //!
 //! The commit stage (`crate::commit`) commits each batch of changes, grouped with whatever else
 //! queued meanwhile, before the DHCP ACKs of that batch leave, so a client never holds a lease
-//! that a restart would forget. Commits keep redb's default `Durability::Immediate`.
+//! that a restart would forget. Commits keep redb's default `Durability::Immediate`; when the
+//! file is forced to the disk is the sync policy's choice ([`sync`]).
 
 use std::path::Path;
 
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
 pub mod row;
+pub mod sync;
+
+use sync::{PolicyBackend, SyncHandle, SyncPolicy};
 
 use crate::core::SessionId;
 use crate::core::engine::{Engine, Session};
@@ -72,19 +76,38 @@ pub enum StoreOp {
 #[derive(Debug)]
 pub struct Store {
     db: Database,
+    sync: SyncHandle,
 }
 
 impl Store {
     pub fn open(path: &Path) -> Result<Store, StoreError> {
+        Self::open_with(path, SyncPolicy::EveryCommit)
+    }
+
+    /// [`Self::open`] with a sync policy (see [`sync`]).
+    pub fn open_with(path: &Path, policy: SyncPolicy) -> Result<Store, StoreError> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| db(redb::DatabaseError::Storage(e.into())))?;
+        let (backend, sync) = PolicyBackend::new(file, policy).map_err(db)?;
         let database = Database::builder()
             .set_cache_size(CACHE_BYTES)
-            .create(path)
+            .create_with_backend(backend)
             .map_err(db)?;
         let tx = database.begin_write().map_err(db)?;
         tx.open_table(SESSIONS).map_err(db)?;
         tx.open_table(META).map_err(db)?;
         tx.commit().map_err(db)?;
-        Ok(Store { db: database })
+        Ok(Store { db: database, sync })
+    }
+
+    /// The store's sync policy and its syncs, for the commit thread.
+    pub fn sync(&self) -> &SyncHandle {
+        &self.sync
     }
 
     /// Every stored session and the next session id.

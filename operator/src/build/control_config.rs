@@ -116,6 +116,9 @@ pub struct ControlConfig<'a> {
     pub option82_identity: bool,
     pub licence: LicenceFile,
     pub store: String,
+    /// Without it, the control's default (a sync at every commit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store_sync_interval_ms: Option<u32>,
     pub api_listen: String,
     pub walled_garden: WalledGardenFile,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -184,6 +187,7 @@ pub(crate) fn render<'a>(base: &Base, inputs: &'a Inputs<'a>) -> ControlConfig<'
             public_key_file: control::public_key_path(),
         },
         store: control::store_path(),
+        store_sync_interval_ms: spec.dhcp.lease_sync_interval_ms,
         api_listen: format!("0.0.0.0:{}", control::ADMIN_PORT),
         walled_garden: WalledGardenFile {
             portal_url: spec.walled_garden.portal_url.clone(),

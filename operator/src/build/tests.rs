@@ -433,6 +433,18 @@ fn max_sessions_per_line_reaches_the_control_config() {
     assert_eq!(rendered(serde_json::json!({"mode": "server"})), None);
 }
 
+/// `dhcp.leaseSyncIntervalMs` reaches the control's `storeSyncIntervalMs`; without it the
+/// control keeps syncing at every commit (no key).
+#[test]
+fn lease_sync_interval_reaches_the_control_config() {
+    let rendered = |dhcp| dhcp_rendered(dhcp, "storeSyncIntervalMs");
+    assert_eq!(
+        rendered(serde_json::json!({"mode": "server", "leaseSyncIntervalMs": 200})),
+        Some(serde_json::json!(200))
+    );
+    assert_eq!(rendered(serde_json::json!({"mode": "server"})), None);
+}
+
 /// `aaa.radius.authMethod` reaches the control's `aaa.radius.authMethod`; a BNG written before
 /// the field existed (none in its spec) reads as PAP, the CRD's default.
 #[test]
