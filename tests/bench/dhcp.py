@@ -36,6 +36,14 @@ SERVER = "100.64.0.1"
 # CPU per DORA fell from about 225 to 150 us (tests/bench/README.md).
 # KBNG_DHCP_IDLE_SLEEP_US overrides it (0: busy-poll, to compare).
 IDLE_SLEEP_US = int(os.environ.get("KBNG_DHCP_IDLE_SLEEP_US", "1000"))
+# The control's storeSyncIntervalMs (0: fdatasync at every commit, the product's default).
+# KBNG_DHCP_STORE_SYNC_MS sets it for a run.
+STORE_SYNC_MS = int(os.environ.get("KBNG_DHCP_STORE_SYNC_MS", "0"))
+# A second kbng pass (zero-drop and latency, no overload run) with the lease store synced at
+# most every LEASE_SYNC_MS: Kea's memfile lease file is never synced, so this pass compares
+# like with like on durability (both survive a crash of the server, neither promises a power
+# loss). 0 skips the pass.
+LEASE_SYNC_MS = int(os.environ.get("KBNG_DHCP_LEASE_SYNC_MS", "200"))
 
 
 def sh(*cmd, check=True):
@@ -164,6 +172,7 @@ class Kbng:
         self.api = f"127.0.0.1:{20000 + os.getpid() % 20000}"
         self.sock = f"{tmp}/dp.sock"
         self.generation = 0
+        self.store_sync_ms = STORE_SYNC_MS
 
     def up(self, pacing_rate):
         t = self.topo
@@ -203,6 +212,7 @@ unknownSubscribers: captive
 subscribersFile: {self.subscribers}
 licence: {{capFile: {self.tmp}/cap}}
 store: {store}
+storeSyncIntervalMs: {self.store_sync_ms}
 apiListen: "{self.api}"
 walledGarden: {{portalUrl: "http://portal.kbng.test/login"}}
 maxSessionsPerLine: 4000000000
@@ -523,9 +533,29 @@ def run_both(tmp, tag, bins, plan, errors):
     finally:
         kb.down()
 
+    equal_sync = None
+    if LEASE_SYNC_MS:
+        kb = Kbng(tmp, tag, bins, subs)
+        kb.store_sync_ms = LEASE_SYNC_MS
+        kb.generation = 2
+        try:
+            print(f"DHCP: kbng, lease store synced every {LEASE_SYNC_MS} ms", flush=True)
+            kb.up(pacing_rate=1_000_000)
+            b3 = Runner(kb, "kbng-sync", log)
+            good, bad = search(b3, plan)
+            if kea_good and kea_good["rate"] and good and good["rate"] and good["rate"] > kea_good["rate"]:
+                equal_sync = b3.run(kea_good["requested_rate"], plan["secs"])
+            res["kbng_sync"] = figures_for(f"kbng, leases synced every {LEASE_SYNC_MS} ms",
+                                           good, bad, None, "kbng dataplane + control")
+            raw += b3.runs
+        except (RuntimeError, OSError, subprocess.CalledProcessError) as e:
+            errors.append(f"dhcp/kbng-sync: {e}")
+        finally:
+            kb.down()
+
     figs = []
     kea_f = res.get("kea", {})
-    for key in ("kea", "kbng"):
+    for key in ("kea", "kbng", "kbng_sync"):
         for kind, f in res.get(key, {}).items():
             if key == "kea":
                 ref = report.no_reference("Kea is the reference of this benchmark")
@@ -533,8 +563,9 @@ def run_both(tmp, tag, bins, plan, errors):
                 ref = report.same_run(kea_f[kind]["name"], kea_f[kind]["value"], f["value"])
             else:
                 ref = report.no_reference("Kea's figure is missing from this run (see errors)")
-            if key == "kbng":
+            if key in ("kbng", "kbng_sync"):
                 f["extra"]["dataplane_idle_sleep_us"] = IDLE_SLEEP_US
+                f["extra"]["store_sync_interval_ms"] = STORE_SYNC_MS if key == "kbng" else LEASE_SYNC_MS
             if key == "kbng" and kind == "overload" and "zero_drop" in res["kbng"]:
                 f["extra"]["ratio_to_own_zero_drop"] = f["value"] / res["kbng"]["zero_drop"]["value"]
             if key == "kea" and kind == "overload" and "zero_drop" in kea_f:
@@ -543,29 +574,37 @@ def run_both(tmp, tag, bins, plan, errors):
                                       f["headroom"], f["completion"], ref,
                                       **f["extra"]))
     figs += equal_load_latency(kea_good, equal)
+    figs += equal_load_latency(kea_good, equal_sync, who=f"kbng, leases synced every {LEASE_SYNC_MS} ms",
+                               kea_rows=False)
     for r in raw:
         r.pop("exchanges", None)
     return figs, {"runs": raw, "kbng_counters": res.get("kbng_counters")}
 
 
-def equal_load_latency(kea, kbng):
-    """REQUEST-ACK latency p50 and p99 of Kea's zero-drop run and of kbng at the same offered
-    rate, as figures with kbng referred to Kea (a ratio above 1 means kbng is slower)."""
+def equal_load_latency(kea, kbng, who="kbng", kea_rows=True):
+    """REQUEST-ACK latency p50 and p99 of Kea's zero-drop run and of kbng (named `who`) at the
+    same offered rate, as figures with kbng referred to Kea (a ratio above 1 means kbng is
+    slower); Kea's own rows only with `kea_rows`."""
     if not kea or not kbng:
         return []
+    name = who
     out = []
     for pct in ("p50", "p99"):
         vals = {}
-        for who, r in (("Kea 2.2", kea), ("kbng", kbng)):
+        for who, r in (("Kea 2.2", kea), (name, kbng)):
             v = ((r["exchanges"].get("REQUEST-ACK") or {}).get("latency_ms") or {}).get(pct)
             if v is None:
                 return []
             vals[who] = (v, r)
         kea_name = f"Kea 2.2: REQUEST-ACK latency {pct} at Kea's zero-drop rate"
         for who, (v, r) in vals.items():
-            if who == "kbng":
-                cls, detail = ("none", "every ACK leaves after its batch's group commit (redb, "
-                               "fdatasync; up to 2 ms gathering at low rates) and received DHCP "
+            if who == "Kea 2.2" and not kea_rows:
+                continue
+            if who != "Kea 2.2":
+                sync = ("fdatasync" if who == "kbng" and not STORE_SYNC_MS
+                        else "no fdatasync: the store is synced on an interval")
+                cls, detail = ("none", f"every ACK leaves after its batch's group commit (redb, "
+                               f"{sync}; up to 2 ms gathering at low rates) and received DHCP "
                                f"may wait out the dataplane's idle back-off ({IDLE_SLEEP_US} us)")
                 ref = report.same_run(kea_name, vals["Kea 2.2"][0], v)
             else:
