@@ -153,9 +153,13 @@ def main():
                                           "control_acks_sent", "control_us_per_ack",
                                           "dataplane_us_per_ack", "threads_us_per_ack",
                                           "threads_switches_per_ack")}
+            # REQUEST-ACK latency: a change to the punt/commit/inject path moves it too.
+            keep["ack_latency_ms"] = ((r.get("exchanges") or {}).get("REQUEST-ACK") or {}).get("latency_ms")
             runs.append(keep)
+            lat = keep["ack_latency_ms"] or {}
             print(f"run {i + 1}: sent {keep['discovers_sent']}, acked {keep['acks']}, drops "
-                  f"{keep['drops']}, control {keep['control_cpu_s']} s for "
+                  f"{keep['drops']}, ACK latency p50 {lat.get('p50')} p99 {lat.get('p99')} ms; "
+                  f"control {keep['control_cpu_s']} s for "
                   f"{keep['control_acks_sent']} ACKs = {keep['control_us_per_ack']} us/ACK, "
                   f"dataplane {keep['dataplane_cpu_s']} s = {keep['dataplane_us_per_ack']} us/ACK; "
                   f"per thread (us/ACK): {keep['threads_us_per_ack']}; context switches per "
