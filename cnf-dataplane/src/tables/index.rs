@@ -74,6 +74,15 @@ impl Index {
     /// session to prefetch (the key compare happens later, in [`Index::find`]).
     #[inline(always)]
     pub fn candidate(&self, hash: u64) -> Option<u32> {
+        // At a load factor of at most 1/2 most chains end at their home word: answer from it
+        // before setting up the bucket walk (about 15 instructions per packet, callgrind).
+        let w = self.word_at(self.home(hash));
+        if w == EMPTY {
+            return None;
+        }
+        if (w >> 32) as u32 == tag(hash) {
+            return Some(slot_of(w));
+        }
         self.find(hash, |_| true)
     }
 

@@ -81,11 +81,15 @@ pub fn mix(mut x: u64, seed: u64) -> u64 {
     x
 }
 
-/// Hash of an upstream key.
+/// Hash of an upstream key: the VLAN word spread by an odd multiplier (a bijection) into
+/// the MAC word, then one seeded mix. On one access line (one VLAN word) distinct MACs never
+/// collide before the mix, and the mix is a bijection too, so a subscriber choosing MACs
+/// cannot build colliding keys on its line; one mix instead of two saves about 12
+/// instructions per upstream packet (callgrind).
 #[inline(always)]
 pub fn key_hash(k: &SessionKey, seed: u64) -> u64 {
     let (a, b) = k.words();
-    mix(a ^ mix(b, seed.rotate_left(17)), seed)
+    mix(a ^ b.wrapping_mul(0x9e37_79b9_7f4a_7c15), seed)
 }
 
 /// Hash of a subscriber address.
