@@ -171,7 +171,7 @@ fn run(
     // The receive with a timeout of an interval sync policy needs a timer of its own.
     let idle = match store.sync().policy() {
         SyncPolicy::EveryCommit => None,
-        SyncPolicy::Interval(_) => tokio::runtime::Builder::new_current_thread()
+        SyncPolicy::Interval(every) => tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build()
             .inspect_err(|e| {
@@ -179,7 +179,8 @@ fn run(
                     "commit thread: no timer ({e}); quiet stores sync at their next commit only"
                 )
             })
-            .ok(),
+            .ok()
+            .map(|rt| (every, rt)),
     };
     while let Some(first) = next_batch(&store, &mut rx, idle.as_ref()) {
         let mut ops = first.store.len();
@@ -207,19 +208,19 @@ fn run(
     }
 }
 
-/// The next batch, or `None` once the engine task is gone. Under an interval sync policy, a
-/// wait longer than the interval first syncs the commits it left unsynced, so that a quiet
+/// The next batch, or `None` once the engine task is gone. With `idle` (an interval sync
+/// policy: the interval and a timer), a wait longer than the interval first syncs the commits it left unsynced, so that a quiet
 /// store is on the disk one interval after its last commit.
 fn next_batch(
     store: &Store,
     rx: &mut mpsc::Receiver<Effects>,
-    idle: Option<&tokio::runtime::Runtime>,
+    idle: Option<&(std::time::Duration, tokio::runtime::Runtime)>,
 ) -> Option<Effects> {
-    let (SyncPolicy::Interval(every), Some(rt)) = (store.sync().policy(), idle) else {
+    let Some((every, rt)) = idle else {
         return rx.blocking_recv();
     };
     loop {
-        match rt.block_on(async { tokio::time::timeout(every, rx.recv()).await }) {
+        match rt.block_on(async { tokio::time::timeout(*every, rx.recv()).await }) {
             Ok(fx) => return fx,
             Err(_) => {
                 if let Err(e) = store.sync().sync_if_pending() {

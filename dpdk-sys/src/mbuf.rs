@@ -412,7 +412,7 @@ impl<const N: usize> Drop for Burst<N> {
 /// # Safety
 /// `slots` must point at `n` initialised, owned mbufs that nobody uses afterwards.
 #[inline]
-unsafe fn free_slots(slots: *mut MaybeUninit<Mbuf>, n: usize) {
+pub(crate) unsafe fn free_slots(slots: *mut MaybeUninit<Mbuf>, n: usize) {
     if n == 0 {
         return;
     }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use crate::ffi;
-use crate::mbuf::{Burst, MAX_BURST, Mbuf};
+use crate::mbuf::{Burst, MAX_BURST, Mbuf, free_slots};
 use crate::port::PortShared;
 
 /// Receive side of one queue of a started port. `Send`: move it to the worker that polls it.
@@ -123,13 +123,10 @@ impl TxQueue {
         });
         // SAFETY: the driver owns the first `sent` mbufs now; setting the length to 0 first
         // means the vector never drops them. The rest (sent..len) are still initialised and
-        // owned, and are freed here exactly once.
+        // owned (MaybeUninit<Mbuf> has Mbuf's layout), and are freed here exactly once.
         unsafe {
             v.set_len(0);
-            if sent < len {
-                let rest = u32::try_from(len - sent).expect("len <= MAX_BURST");
-                ffi::kbng_pktmbuf_free_bulk(slots.add(sent), rest);
-            }
+            free_slots(slots.add(sent).cast(), len - sent);
         }
         TxCount {
             sent,

@@ -507,13 +507,7 @@ def run_both(tmp, tag, bins, plan, errors):
     kb = Kbng(tmp, tag, bins, subs)
     try:
         print("DHCP: kbng (dataplane + control, server mode)", flush=True)
-        kb.up(pacing_rate=1_000_000)
-        b = Runner(kb, "kbng", log)
-        good, bad = search(b, plan)
-        # Latency compared at equal load: kbng at the rate Kea sustained without loss (each
-        # server's own zero-drop run is near its own saturation, where queueing dominates).
-        if kea_good and kea_good["rate"] and good and good["rate"] and good["rate"] > kea_good["rate"]:
-            equal = b.run(kea_good["requested_rate"], plan["secs"])
+        b, good, bad, equal = search_kbng(kb, "kbng", plan, kea_good, log)
         counters = kb.counters()
         kb.down()
         over = None
@@ -540,11 +534,7 @@ def run_both(tmp, tag, bins, plan, errors):
         kb.generation = 2
         try:
             print(f"DHCP: kbng, lease store synced every {LEASE_SYNC_MS} ms", flush=True)
-            kb.up(pacing_rate=1_000_000)
-            b3 = Runner(kb, "kbng-sync", log)
-            good, bad = search(b3, plan)
-            if kea_good and kea_good["rate"] and good and good["rate"] and good["rate"] > kea_good["rate"]:
-                equal_sync = b3.run(kea_good["requested_rate"], plan["secs"])
+            b3, good, bad, equal_sync = search_kbng(kb, "kbng-sync", plan, kea_good, log)
             res["kbng_sync"] = figures_for(f"kbng, leases synced every {LEASE_SYNC_MS} ms",
                                            good, bad, None, "kbng dataplane + control")
             raw += b3.runs
@@ -574,24 +564,38 @@ def run_both(tmp, tag, bins, plan, errors):
                                       f["headroom"], f["completion"], ref,
                                       **f["extra"]))
     figs += equal_load_latency(kea_good, equal)
-    figs += equal_load_latency(kea_good, equal_sync, who=f"kbng, leases synced every {LEASE_SYNC_MS} ms",
-                               kea_rows=False)
+    figs += equal_load_latency(kea_good, equal_sync, f"kbng, leases synced every {LEASE_SYNC_MS} ms",
+                               LEASE_SYNC_MS, kea_rows=False)
     for r in raw:
         r.pop("exchanges", None)
     return figs, {"runs": raw, "kbng_counters": res.get("kbng_counters")}
 
 
-def equal_load_latency(kea, kbng, who="kbng", kea_rows=True):
-    """REQUEST-ACK latency p50 and p99 of Kea's zero-drop run and of kbng (named `who`) at the
-    same offered rate, as figures with kbng referred to Kea (a ratio above 1 means kbng is
-    slower); Kea's own rows only with `kea_rows`."""
+def search_kbng(kb, name, plan, kea_good, log):
+    """Start `kb` with pacing out of the way and search its zero-drop rate; then, when it beat
+    Kea's, run it at Kea's zero-drop rate for the latency at equal load (each server's own
+    zero-drop run is near its own saturation, where queueing dominates). Returns the runner,
+    the last clean and first lossy runs, and the equal-load run (or None)."""
+    kb.up(pacing_rate=1_000_000)
+    b = Runner(kb, name, log)
+    good, bad = search(b, plan)
+    equal = None
+    if kea_good and kea_good["rate"] and good and good["rate"] and good["rate"] > kea_good["rate"]:
+        equal = b.run(kea_good["requested_rate"], plan["secs"])
+    return b, good, bad, equal
+
+
+def equal_load_latency(kea, kbng, label="kbng", sync_ms=STORE_SYNC_MS, kea_rows=True):
+    """REQUEST-ACK latency p50 and p99 of Kea's zero-drop run and of kbng (named `label`, its
+    store synced every `sync_ms`, 0: at every commit) at the same offered rate, as figures with
+    kbng referred to Kea (a ratio above 1 means kbng is slower); Kea's own rows only with
+    `kea_rows`."""
     if not kea or not kbng:
         return []
-    name = who
     out = []
     for pct in ("p50", "p99"):
         vals = {}
-        for who, r in (("Kea 2.2", kea), (name, kbng)):
+        for who, r in (("Kea 2.2", kea), (label, kbng)):
             v = ((r["exchanges"].get("REQUEST-ACK") or {}).get("latency_ms") or {}).get(pct)
             if v is None:
                 return []
@@ -601,8 +605,7 @@ def equal_load_latency(kea, kbng, who="kbng", kea_rows=True):
             if who == "Kea 2.2" and not kea_rows:
                 continue
             if who != "Kea 2.2":
-                sync = ("fdatasync" if who == "kbng" and not STORE_SYNC_MS
-                        else "no fdatasync: the store is synced on an interval")
+                sync = "fdatasync" if not sync_ms else "no fdatasync: the store is synced on an interval"
                 cls, detail = ("none", f"every ACK leaves after its batch's group commit (redb, "
                                f"{sync}; up to 2 ms gathering at low rates) and received DHCP "
                                f"may wait out the dataplane's idle back-off ({IDLE_SLEEP_US} us)")

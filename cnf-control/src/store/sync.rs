@@ -18,7 +18,7 @@
 //! naming the new root) keeps the file consistent when a machine crash cuts in between.
 
 use std::ops::Bound;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -45,7 +45,7 @@ struct SyncState {
     last: Mutex<Option<Instant>>,
     /// A commit has been written and not yet synced.
     pending: AtomicBool,
-    syncs: std::sync::atomic::AtomicU64,
+    syncs: AtomicU64,
 }
 
 /// The commit thread's hold on the backend that redb owns.
@@ -102,7 +102,7 @@ impl PolicyBackend {
                 policy,
                 last: Mutex::new(None),
                 pending: AtomicBool::new(false),
-                syncs: std::sync::atomic::AtomicU64::new(0),
+                syncs: AtomicU64::new(0),
             }),
             backend,
         };
