@@ -1,0 +1,277 @@
+//! Benchmark (not a timed test): the control engine's own cost per DORA, in instructions.
+//!
+//! The DHCP bench measures the whole punt path, where the engine is one part among the gRPC
+//! streams, the store's commits and the dataplane, and its figures move with the machine's
+//! load. This one feeds `Engine::handle_dhcp` the frames perfdhcp sends in that bench (a relay
+//! at 100.64.0.2, one access line, every MAC a known subscriber): a DISCOVER, then a REQUEST
+//! for the offered address, per client, and checks that every client got its OFFER and its
+//! ACK. Under callgrind (`--toggle-collect` on `run_doras`) the instruction count per DORA
+//! repeats exactly for the same build, so two builds of the engine compare without noise.
+//!
+//! `cargo bench -p kbng-control --bench engine_dora`: prints one JSON object (native ns per
+//! DORA, and instructions per DORA when valgrind is installed). `KBNG_ENGINE_DORAS` (default
+//! 20,000 native, a fifth of that under callgrind); `KBNG_BENCH_CALLGRIND=0` skips callgrind.
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use kbng_control::core::aaa::SubscriberRecord;
+use kbng_control::core::engine::{Engine, EngineConfig, Output, UnknownPolicy};
+use kbng_control::core::licence::{Cap, CapSource};
+use kbng_control::core::pacing::PacingConfig;
+use kbng_control::core::pool::PoolConfig;
+use kbng_wire::{
+    DhcpMessageType, DhcpOp, DhcpRepr, Ipv4Packet, L2, MacAddr, UdpFrame, UdpPacket,
+    emit_dhcp_frame, parse_l2,
+};
+use serde_json::json;
+
+const RELAY: Ipv4Addr = Ipv4Addr::new(100, 64, 0, 2);
+const GATEWAY: Ipv4Addr = Ipv4Addr::new(100, 64, 0, 1);
+const RELAY_MAC: MacAddr = MacAddr([0x02, 0, 0, 0, 0, 0x02]);
+const START_NS: u64 = 1_780_000_000_000_000_000;
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+fn client_mac(i: u32) -> MacAddr {
+    let b = i.to_be_bytes();
+    MacAddr([0x02, 0x10, b[0], b[1], b[2], b[3]])
+}
+
+/// An engine configured as the DHCP bench runs kbng-control: a /10 pool, local AAA, pacing
+/// and the per-line limit out of the way (perfdhcp's clients all sit behind one relay).
+fn engine(clients: u32) -> anyhow::Result<Engine> {
+    let cfg = EngineConfig {
+        pools: vec![PoolConfig {
+            name: "bench".into(),
+            network: Ipv4Addr::new(100, 64, 0, 0),
+            prefix_len: 10,
+            gateway: GATEWAY,
+            lease_secs: 3600,
+            dns: vec![Ipv4Addr::new(192, 0, 2, 53)],
+            exclusions: vec![],
+        }],
+        plans: HashMap::from([("default".into(), 1)]),
+        default_plan: 1,
+        captive_plan: 2,
+        unknown: UnknownPolicy::Captive,
+        option82_identity: false,
+        external_auth: false,
+        pacing: PacingConfig {
+            rate_per_sec: 1_000_000_000,
+            burst: 1_000_000_000,
+            queue: 1,
+            max_wait_ns: 4_000_000_000,
+        },
+        max_sessions_per_line: u32::MAX,
+        quarantine_secs: 60,
+        reoffer_interval_ns: 500_000_000,
+    };
+    let cap = Cap {
+        max_sessions: 100_000_000,
+        source: CapSource::FreeBaseline {
+            reason: "bench".into(),
+        },
+    };
+    let mut e = Engine::new(cfg, cap, START_NS).map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    for i in 0..clients {
+        let mac = client_mac(i).0;
+        let mac = mac.map(|b| format!("{b:02x}")).join(":");
+        e.subscribers
+            .add(SubscriberRecord {
+                mac: Some(mac),
+                circuit_id: None,
+                remote_id: None,
+                plan: None,
+            })
+            .map_err(|e| anyhow::anyhow!(e))?;
+    }
+    Ok(e)
+}
+
+/// The frame a relay sends to the server for `msg`.
+fn relayed(msg: &DhcpRepr) -> anyhow::Result<Vec<u8>> {
+    let f = UdpFrame {
+        l2: L2 {
+            dst: MacAddr([0x02, 0, 0, 0, 0, 0x01]),
+            src: RELAY_MAC,
+            outer: None,
+            inner: None,
+            ethertype: 0,
+        },
+        src_ip: RELAY,
+        dst_ip: GATEWAY,
+        src_port: 67,
+        dst_port: 67,
+        ttl: 64,
+        dscp: 0,
+    };
+    let mut buf = vec![0u8; 1500];
+    let n = emit_dhcp_frame(&mut buf, &f, msg)?;
+    buf.truncate(n);
+    Ok(buf)
+}
+
+/// Client `i`'s DISCOVER, and a function of the OFFER that builds its REQUEST.
+fn discover(i: u32) -> anyhow::Result<Vec<u8>> {
+    let mut m = DhcpRepr::new(
+        DhcpOp::BootRequest,
+        DhcpMessageType::Discover,
+        i,
+        client_mac(i),
+    );
+    m.giaddr = RELAY;
+    m.hops = 1;
+    m.parameter_request_list = vec![1, 3, 6, 15, 51, 54];
+    relayed(&m)
+}
+
+fn request(i: u32, offer: &DhcpRepr) -> anyhow::Result<Vec<u8>> {
+    let mut m = DhcpRepr::new(
+        DhcpOp::BootRequest,
+        DhcpMessageType::Request,
+        i,
+        client_mac(i),
+    );
+    m.giaddr = RELAY;
+    m.hops = 1;
+    m.requested_ip = Some(offer.yiaddr);
+    m.server_id = offer.server_id;
+    m.parameter_request_list = vec![1, 3, 6, 15, 51, 54];
+    relayed(&m)
+}
+
+/// The DHCP replies among `out`.
+fn replies(out: &[Output]) -> Vec<DhcpRepr> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::Inject { frame, .. } => {
+                let l2 = parse_l2(frame).ok()?;
+                let ip = Ipv4Packet::new_checked(frame.get(l2.l3_offset()..)?).ok()?;
+                let udp = UdpPacket::new_checked(ip.payload()).ok()?;
+                DhcpRepr::parse(udp.payload()).ok()
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every client's DISCOVER, then every client's REQUEST, as a relay forwards a wave of
+/// clients; returns the outputs of each phase. Not inlined, so callgrind can count it alone.
+#[inline(never)]
+fn run_doras(e: &mut Engine, frames: &[Vec<u8>], now: u64) -> Vec<Vec<Output>> {
+    frames.iter().map(|f| e.handle_dhcp(0, 0, f, now)).collect()
+}
+
+/// (ns per DORA, DORAs) for `clients` clients, every OFFER and ACK checked.
+fn measure(clients: u32) -> anyhow::Result<(f64, u32)> {
+    let mut e = engine(clients)?;
+    let discovers = (0..clients)
+        .map(discover)
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let t = Instant::now();
+    let offers = run_doras(&mut e, &discovers, START_NS + 1_000_000);
+    let t_offer = t.elapsed();
+    let mut requests = Vec::with_capacity(offers.len());
+    for (i, out) in offers.iter().enumerate() {
+        let r = replies(out);
+        let Some(o) = r.iter().find(|r| r.message_type == DhcpMessageType::Offer) else {
+            bail!("client {i} got no OFFER: {out:?}");
+        };
+        requests.push(request(i as u32, o)?);
+    }
+    let t = Instant::now();
+    let acks = run_doras(&mut e, &requests, START_NS + 2_000_000);
+    let elapsed = t_offer + t.elapsed();
+    for (i, out) in acks.iter().enumerate() {
+        if !replies(out)
+            .iter()
+            .any(|r| r.message_type == DhcpMessageType::Ack)
+        {
+            bail!("client {i} got no ACK: {out:?}");
+        }
+    }
+    Ok((elapsed.as_nanos() as f64 / f64::from(clients), clients))
+}
+
+/// Instructions per DORA under callgrind, counting only `run_doras`.
+fn callgrind(clients: u32) -> serde_json::Value {
+    let Ok(exe) = std::env::current_exe() else {
+        return json!({"error": "no current exe"});
+    };
+    let out = Command::new("valgrind")
+        .args(["--tool=callgrind", "--callgrind-out-file=/dev/null"])
+        .arg("--toggle-collect=*run_doras*")
+        .arg(exe)
+        .args(["--child", &clients.to_string()])
+        .stdin(Stdio::null())
+        .output();
+    let Ok(out) = out else {
+        return json!({"error": "valgrind did not start"});
+    };
+    let err = String::from_utf8_lossy(&out.stderr);
+    let ir: Option<f64> = err
+        .lines()
+        .find_map(|l| l.split("Collected :").nth(1))
+        .and_then(|n| n.trim().parse().ok());
+    match ir {
+        Some(ir) if out.status.success() => json!({
+            "instructions_per_dora": ir / f64::from(clients),
+            "instructions": ir,
+            "doras": clients,
+            "counted": "callgrind Ir inside run_doras: Engine::handle_dhcp for every DISCOVER \
+                        and every REQUEST (parse, admission, pool, session state machine, \
+                        reply frames), no I/O, no store",
+        }),
+        _ => json!({"error": "no callgrind count", "stderr_tail":
+            err.lines().rev().take(5).collect::<Vec<_>>()}),
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let mut args = std::env::args().skip(1);
+    if let Some(a) = args.next()
+        && a == "--child"
+    {
+        let n: u32 = args.next().context("--child needs a count")?.parse()?;
+        measure(n)?;
+        return Ok(());
+    }
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("engine benchmark: run with `cargo bench -p kbng-control --bench engine_dora`");
+        return Ok(());
+    }
+    let n: u32 = env_or("KBNG_ENGINE_DORAS", 20_000);
+    let (ns, doras) = measure(n)?;
+    let use_callgrind = env_or("KBNG_BENCH_CALLGRIND", 1) != 0
+        && Command::new("valgrind")
+            .arg("--version")
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+    let cg = if use_callgrind {
+        callgrind((n / 5).max(1))
+    } else {
+        json!({"skipped": "valgrind not installed or KBNG_BENCH_CALLGRIND=0"})
+    };
+    let report = json!({
+        "schema": "kbng-engine-dora/1",
+        "native": {
+            "ns_per_dora": ns,
+            "doras": doras,
+            "limited_by": {"class": "none", "detail": "the engine's own CPU: one thread, no I/O"},
+            "note": "wall time on a shared machine: compare builds by the callgrind count",
+        },
+        "callgrind": cg,
+    });
+    println!("{report}");
+    Ok(())
+}
