@@ -4,11 +4,9 @@
 //! Lookup order: an exact (circuit-id, remote-id) record, then circuit-id alone, then remote-id
 //! alone, then the MAC. Each is one hash lookup, so a store of millions answers in O(1).
 
-use std::collections::HashMap;
-
 use serde::{Deserialize, Serialize};
 
-use super::MacAddr;
+use super::{FastMap, MacAddr};
 
 /// Errors of one import; every bad row is reported, not only the first.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -90,8 +88,8 @@ type Opt82 = (Option<Vec<u8>>, Option<Vec<u8>>);
 /// The store.
 #[derive(Debug, Clone, Default)]
 pub struct SubscriberStore {
-    by_mac: HashMap<MacAddr, SubscriberRecord>,
-    by_opt82: HashMap<Opt82, SubscriberRecord>,
+    by_mac: FastMap<MacAddr, SubscriberRecord>,
+    by_opt82: FastMap<Opt82, SubscriberRecord>,
 }
 
 impl SubscriberStore {

@@ -15,7 +15,7 @@ use super::licence::{Admission, Admit, Cap};
 use super::pacing::{Pacer, PacingConfig};
 use super::pool::{PoolConfig, Pools};
 use super::session::{self, Action, EndReason, Event, Grant, NS_PER_SEC, State};
-use super::{Line, MacAddr, SessionId};
+use super::{FastMap, Line, MacAddr, SessionId};
 
 /// What to do with subscribers the AAA does not know.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -157,17 +157,17 @@ pub struct Engine {
     admission: Admission,
     pacer: Pacer<SubscriberKey, (Line, Inbound)>,
     sessions: BTreeMap<SessionId, Session>,
-    by_key: HashMap<SubscriberKey, SessionId>,
-    per_line: HashMap<Line, u32>,
+    by_key: FastMap<SubscriberKey, SessionId>,
+    per_line: FastMap<Line, u32>,
     timers: BTreeSet<(u64, SessionId)>,
     quarantine: VecDeque<(u64, Ipv4Addr)>,
-    sticky: HashMap<SubscriberKey, Ipv4Addr>,
-    port_macs: HashMap<(u32, u32), WireMac>,
+    sticky: FastMap<SubscriberKey, Ipv4Addr>,
+    port_macs: FastMap<(u32, u32), WireMac>,
     next_id: SessionId,
     counters: BTreeMap<&'static str, u64>,
     /// Relay mode (`engine_relay.rs`): the relay agent, and server ACKs awaiting `SendAck`.
     relay: Option<super::relay::Relay>,
-    relay_acks: HashMap<SubscriberKey, relay_glue::RelayAck>,
+    relay_acks: FastMap<SubscriberKey, relay_glue::RelayAck>,
 }
 
 const STICKY_MAX: usize = 1 << 20;
@@ -205,16 +205,16 @@ impl Engine {
             subscribers: SubscriberStore::default(),
             admission: Admission::new(cap),
             sessions: BTreeMap::new(),
-            by_key: HashMap::new(),
-            per_line: HashMap::new(),
+            by_key: FastMap::default(),
+            per_line: FastMap::default(),
             timers: BTreeSet::new(),
             quarantine: VecDeque::new(),
-            sticky: HashMap::new(),
-            port_macs: HashMap::new(),
+            sticky: FastMap::default(),
+            port_macs: FastMap::default(),
             next_id: 1,
             counters: BTreeMap::new(),
             relay: None,
-            relay_acks: HashMap::new(),
+            relay_acks: FastMap::default(),
         })
     }
 

@@ -10,7 +10,7 @@
 //! same code the operator uses), from a file holding an evaluated cap, or is the free baseline.
 //! Whatever applies, [`Cap::report`] says truly where it came from and why.
 
-use std::collections::{BTreeSet, HashSet, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 
 use ed25519_dalek::VerifyingKey;
 use k8s_openapi::jiff::Timestamp;
@@ -18,7 +18,7 @@ use kbng_crds::LicenceSpec;
 use kbng_crds::grant::{self, FREE_BASELINE_SESSIONS};
 use serde::Serialize;
 
-use super::SessionId;
+use super::{FastSet, SessionId};
 
 const NS_PER_SEC: u64 = 1_000_000_000;
 const SECS_PER_DAY: i64 = 86_400;
@@ -197,7 +197,7 @@ pub enum Admit {
 #[derive(Debug, Clone)]
 pub struct Admission {
     cap: Cap,
-    active: HashSet<SessionId>,
+    active: FastSet<SessionId>,
     /// Waiting known subscribers, oldest first. Lazy deletion via `waiting_set`.
     queue: VecDeque<SessionId>,
     waiting_set: BTreeSet<SessionId>,
@@ -207,7 +207,7 @@ impl Admission {
     pub fn new(cap: Cap) -> Self {
         Admission {
             cap,
-            active: HashSet::new(),
+            active: FastSet::default(),
             queue: VecDeque::new(),
             waiting_set: BTreeSet::new(),
         }

@@ -11,8 +11,10 @@
 //! under overload, where an unpaced server starts more exchanges than it can finish and
 //! completes almost none (the collapse seen with Kea).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::hash::Hash;
+
+use super::FastMap;
 
 /// Pacing settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,7 +35,7 @@ pub struct Pacer<K, T> {
     last_ns: u64,
     queue: VecDeque<K>,
     /// Each queued item with the time it (or the retransmission that replaced it) arrived.
-    items: HashMap<K, (T, u64)>,
+    items: FastMap<K, (T, u64)>,
     pub dropped: u64,
     pub replaced: u64,
     /// Dropped after waiting longer than `max_wait_ns`.
@@ -49,7 +51,7 @@ impl<K: Eq + Hash + Clone, T> Pacer<K, T> {
             tokens_scaled: u128::from(cfg.burst) * SCALE,
             last_ns: now_ns,
             queue: VecDeque::new(),
-            items: HashMap::new(),
+            items: FastMap::default(),
             dropped: 0,
             replaced: 0,
             stale: 0,

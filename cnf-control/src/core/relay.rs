@@ -13,7 +13,7 @@
 //! The message is relayed as bytes, not re-encoded: options this crate does not represent
 //! (vendor class, FQDN, ...) reach the server untouched. Only hops, giaddr and option 82 change.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 use kbng_wire::dhcpv4::{CLIENT_PORT, MIN_MESSAGE_LEN, OPTIONS_OFFSET, SERVER_PORT, option};
@@ -25,7 +25,7 @@ use kbng_wire::{
 
 use super::dhcp::Inbound;
 use super::pacing::{Pacer, PacingConfig};
-use super::{Line, MacAddr};
+use super::{FastMap, Line, MacAddr};
 
 /// What the relay does with option 82 on client messages (RFC 3046 §2.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -193,10 +193,10 @@ const MAX_PENDING: usize = 65_536;
 pub struct Relay {
     cfg: RelayConfig,
     max_pending_per_line: u32,
-    pending: HashMap<(u32, MacAddr), Pending>,
+    pending: FastMap<(u32, MacAddr), Pending>,
     deadlines: BTreeSet<(u64, u32, MacAddr)>,
-    pending_per_line: HashMap<Line, u32>,
-    last_discover: HashMap<(Line, MacAddr), u64>,
+    pending_per_line: FastMap<Line, u32>,
+    last_discover: FastMap<(Line, MacAddr), u64>,
     pacer: Pacer<(Line, MacAddr), Forward>,
     down_until_ns: Vec<u64>,
     counters: BTreeMap<&'static str, u64>,
@@ -213,10 +213,10 @@ impl Relay {
             down_until_ns: vec![0; cfg.servers.len()],
             cfg,
             max_pending_per_line,
-            pending: HashMap::new(),
+            pending: FastMap::default(),
             deadlines: BTreeSet::new(),
-            pending_per_line: HashMap::new(),
-            last_discover: HashMap::new(),
+            pending_per_line: FastMap::default(),
+            last_discover: FastMap::default(),
             pacer: Pacer::new(pacing, now),
             counters: BTreeMap::new(),
         }
