@@ -164,7 +164,8 @@ pub struct Engine {
     sticky: FastMap<SubscriberKey, Ipv4Addr>,
     port_macs: FastMap<(u32, u32), WireMac>,
     next_id: SessionId,
-    counters: BTreeMap<&'static str, u64>,
+    /// Bumped several times per DHCP message: hashed, not searched by string compares.
+    counters: FastMap<&'static str, u64>,
     /// Relay mode (`engine_relay.rs`): the relay agent, and server ACKs awaiting `SendAck`.
     relay: Option<super::relay::Relay>,
     relay_acks: FastMap<SubscriberKey, relay_glue::RelayAck>,
@@ -212,7 +213,7 @@ impl Engine {
             sticky: FastMap::default(),
             port_macs: FastMap::default(),
             next_id: 1,
-            counters: BTreeMap::new(),
+            counters: FastMap::default(),
             relay: None,
             relay_acks: FastMap::default(),
         })
@@ -224,6 +225,7 @@ impl Engine {
 
     pub fn counters(&self) -> Vec<(&'static str, u64)> {
         let mut v: Vec<_> = self.counters.iter().map(|(k, v)| (*k, *v)).collect();
+        v.sort_unstable_by_key(|(k, _)| *k);
         v.push(("pacing dropped", self.pacer.dropped));
         v.push(("pacing replaced", self.pacer.replaced));
         v.push(("pacing stale dropped", self.pacer.stale));
@@ -384,7 +386,9 @@ impl Engine {
             inner_vlan: inb.l2.inner_vid().unwrap_or(0),
         };
         let key = self.key_of(line, &inb);
-        let mut out = Vec::new();
+        // A DORA message yields up to six outputs (state change, reply, program, persist,
+        // accounting): one allocation instead of growing through 1, 2 and 4.
+        let mut out = Vec::with_capacity(8);
         if self.relay.is_some() {
             self.relay_client(line, key, inb, frame, now_ns, &mut out);
             return out;
