@@ -751,14 +751,12 @@ impl Engine {
         if before != after {
             self.changed(id, out);
         }
-        let terminal = self
-            .sessions
-            .get(&id)
-            .is_some_and(|s| s.state.is_terminal());
-        let ending = self
-            .sessions
-            .get(&id)
-            .is_some_and(|s| matches!(s.state, State::Releasing { .. } | State::Expired { .. }));
+        let (terminal, ending) = self.sessions.get(&id).map_or((false, false), |s| {
+            (
+                s.state.is_terminal(),
+                matches!(s.state, State::Releasing { .. } | State::Expired { .. }),
+            )
+        });
         if ending {
             for p in self.admission.release(id) {
                 self.event(p, Event::Promote, now_ns, out);
