@@ -207,11 +207,7 @@ impl DhcpRepr {
                 return Err(WireError::BadOption { code });
             }
             if d.len() > 255 {
-                return Err(WireError::TooLong {
-                    what: "dhcp option",
-                    len: d.len(),
-                    max: 255,
-                });
+                return Err(option_too_long(d.len()));
             }
             f(code, d);
             Ok(())
@@ -311,16 +307,21 @@ impl DhcpRepr {
     }
 }
 
+/// A DHCP option value of `len` bytes: more than its one length octet can say.
+fn option_too_long(len: usize) -> WireError {
+    WireError::TooLong {
+        what: "dhcp option",
+        len,
+        max: 255,
+    }
+}
+
 /// The addresses of `l` back to back at the start of `buf`; a list longer than one option
 /// can hold is refused as [`DhcpRepr::emit`] refuses any long option.
 fn pack_ips<'a>(l: &[Ipv4Addr], buf: &'a mut [u8; 256]) -> Result<&'a [u8], WireError> {
     let n = 4 * l.len();
     if n > 255 {
-        return Err(WireError::TooLong {
-            what: "dhcp option",
-            len: n,
-            max: 255,
-        });
+        return Err(option_too_long(n));
     }
     for (chunk, a) in buf.chunks_exact_mut(4).zip(l) {
         chunk.copy_from_slice(&a.octets());
