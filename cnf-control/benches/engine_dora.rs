@@ -120,32 +120,24 @@ fn relayed(msg: &DhcpRepr) -> anyhow::Result<Vec<u8>> {
     Ok(buf)
 }
 
-/// Client `i`'s DISCOVER, and a function of the OFFER that builds its REQUEST.
-fn discover(i: u32) -> anyhow::Result<Vec<u8>> {
-    let mut m = DhcpRepr::new(
-        DhcpOp::BootRequest,
-        DhcpMessageType::Discover,
-        i,
-        client_mac(i),
-    );
+/// Client `i`'s message of type `t`, as perfdhcp's relay forwards it.
+fn client_msg(t: DhcpMessageType, i: u32) -> DhcpRepr {
+    let mut m = DhcpRepr::new(DhcpOp::BootRequest, t, i, client_mac(i));
     m.giaddr = RELAY;
     m.hops = 1;
     m.parameter_request_list = vec![1, 3, 6, 15, 51, 54];
-    relayed(&m)
+    m
 }
 
+fn discover(i: u32) -> anyhow::Result<Vec<u8>> {
+    relayed(&client_msg(DhcpMessageType::Discover, i))
+}
+
+/// Client `i`'s REQUEST for what `offer` offered.
 fn request(i: u32, offer: &DhcpRepr) -> anyhow::Result<Vec<u8>> {
-    let mut m = DhcpRepr::new(
-        DhcpOp::BootRequest,
-        DhcpMessageType::Request,
-        i,
-        client_mac(i),
-    );
-    m.giaddr = RELAY;
-    m.hops = 1;
+    let mut m = client_msg(DhcpMessageType::Request, i);
     m.requested_ip = Some(offer.yiaddr);
     m.server_id = offer.server_id;
-    m.parameter_request_list = vec![1, 3, 6, 15, 51, 54];
     relayed(&m)
 }
 
