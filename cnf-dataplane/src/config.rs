@@ -103,7 +103,7 @@ pub struct Args {
     /// gRPC listen address: `unix:/path` or `host:port`.
     #[arg(long, default_value = "127.0.0.1:50051")]
     pub grpc_listen: String,
-    /// Idle back-off: a worker that found nothing to do in 256 polls in a row sleeps this many
+    /// Idle back-off: a worker that found nothing to do in 32 polls in a row sleeps this many
     /// microseconds (1..=1000) before polling again. 0 (the default): pure busy-poll, as
     /// production wants. For hosts where the worker shares CPUs with the control plane.
     #[arg(long, default_value_t = 0)]

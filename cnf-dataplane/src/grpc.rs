@@ -117,17 +117,21 @@ impl DataplaneService {
         if frame.len() > PUNT_SNAPLEN || frame.len() < 14 {
             return false;
         }
-        let mut rec = InjectRecord {
-            port,
-            len: frame.len() as u16,
-            data: [0; PUNT_SNAPLEN],
+        let Ok(mut guard) = self.inject.lock() else {
+            return false;
         };
-        rec.data[..frame.len()].copy_from_slice(frame);
-        self.inject
-            .lock()
-            .ok()
-            .and_then(|mut g| g.as_mut().map(|p| p.push(rec).is_ok()))
-            .unwrap_or(false)
+        // Written in the ring's own slot: a push would build the record and then copy it in.
+        let Some(Ok(mut chunk)) = guard.as_mut().map(|p| p.write_chunk(1)) else {
+            return false;
+        };
+        let (slot, _) = chunk.as_mut_slices();
+        if let Some(rec) = slot.first_mut() {
+            rec.port = port;
+            rec.len = frame.len() as u16;
+            rec.data[..frame.len()].copy_from_slice(frame);
+        }
+        chunk.commit_all();
+        true
     }
 
     /// Queue one frame of the Punt stream; a bad port or frame is counted and dropped.
@@ -172,8 +176,10 @@ impl DataplaneService {
         let mut moved = 0;
         let tx = self.subscriber.lock().ok().and_then(|s| s.clone());
         for ring in rings.iter_mut() {
+            // Read in place and released after: a pop would copy the whole record (1.5 KiB)
+            // out of the ring first, for a frame that is mostly a few hundred bytes.
             while moved < PUMP_BATCH
-                && let Ok(rec) = ring.pop()
+                && let Ok(rec) = ring.peek()
             {
                 moved += 1;
                 let session_id = if rec.slot == NO_SLOT {
@@ -204,9 +210,17 @@ impl DataplaneService {
                     }
                     Some(_) => {}
                 }
+                release_one(ring);
             }
         }
         moved
+    }
+}
+
+/// Drops the oldest record of `ring` without copying it out.
+fn release_one<T>(ring: &mut rtrb::Consumer<T>) {
+    if let Ok(chunk) = ring.read_chunk(1) {
+        chunk.commit_all();
     }
 }
 

@@ -72,6 +72,16 @@ pub struct InjectRecord {
     pub data: [u8; PUNT_SNAPLEN],
 }
 
+impl Default for InjectRecord {
+    fn default() -> Self {
+        Self {
+            port: PortId::Access,
+            len: 0,
+            data: [0; PUNT_SNAPLEN],
+        }
+    }
+}
+
 /// Which graph a worker runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum PipelineMode {
@@ -231,10 +241,12 @@ impl Worker {
         };
         let mut taken = 0;
         let mut run_port: Option<PortId> = None;
-        for _ in 0..32 {
-            let Ok(rec) = ring.pop() else {
-                break;
-            };
+        // Records are read in place (a pop copies all 1.5 KiB of one out first), up to 32.
+        let Ok(chunk) = ring.read_chunk(ring.slots().min(32)) else {
+            return 0;
+        };
+        let (first, second) = chunk.as_slices();
+        for rec in first.iter().chain(second) {
             taken += 1;
             let Some(mut m) = pool.alloc() else {
                 self.stats.tx_dropped.add(1);
@@ -256,6 +268,7 @@ impl Worker {
             run_port = Some(rec.port);
             let _ = out.push(m);
         }
+        chunk.commit_all();
         if let Some(p) = run_port {
             transmit_injected(q, out, p, &self.stats);
         }
