@@ -282,8 +282,11 @@ pub struct Poller {
     workers: Vec<WorkerHandles>,
     seen: Vec<Vec<Seen>>,
     totals: Vec<Totals>,
-    /// (plan name, direction, colour) → packets.
-    policer: HashMap<(String, usize, usize), u64>,
+    /// Plan name → packets by [direction][colour]. One entry per plan, so a session with
+    /// traffic costs one lookup per poll, and a String only the first time its plan is seen
+    /// (a tuple key with the name in it cost an allocation per session, direction and colour
+    /// that grew, on every poll).
+    policer: HashMap<String, [[u64; 3]; 2]>,
     /// (slot, session id, plan id) of every session, refilled each poll.
     scratch: Vec<(u32, u64, u32)>,
 }
@@ -345,14 +348,21 @@ impl Poller {
                     0 => "none",
                     p => plans.get(&p).map_or("unknown", String::as_str),
                 };
-                for d in 0..2 {
-                    for c in 0..3 {
-                        let dp = grown(now.packets[d][c], base.packets[d][c]);
-                        totals.packets[d] += dp;
+                let mut gained = [[0u64; 3]; 2];
+                for (d, row) in gained.iter_mut().enumerate() {
+                    for (c, g) in row.iter_mut().enumerate() {
+                        *g = grown(now.packets[d][c], base.packets[d][c]);
+                        totals.packets[d] += *g;
                         totals.bytes[d] += grown(now.bytes[d][c], base.bytes[d][c]);
-                        if dp > 0 {
-                            *self.policer.entry((plan.to_owned(), d, c)).or_default() += dp;
-                        }
+                    }
+                }
+                if gained != [[0; 3]; 2] {
+                    let per_plan = match self.policer.get_mut(plan) {
+                        Some(p) => p,
+                        None => self.policer.entry(plan.to_owned()).or_default(),
+                    };
+                    for (sum, add) in per_plan.iter_mut().flatten().zip(gained.iter().flatten()) {
+                        *sum += add;
                     }
                 }
                 *last = Seen { id, counts: now };
@@ -408,24 +418,30 @@ impl Poller {
                 }
             })
             .collect();
-        let mut policer: Vec<PolicerCount> = self
-            .policer
-            .iter()
-            .map(|((plan, d, c), packets)| PolicerCount {
-                plan: plan.clone(),
-                direction: if *d == 0 {
-                    Direction::Up
-                } else {
-                    Direction::Down
-                },
-                colour: match c {
-                    0 => Colour::Green,
-                    1 => Colour::Yellow,
-                    _ => Colour::Red,
-                },
-                packets: *packets,
-            })
-            .collect();
+        let mut policer: Vec<PolicerCount> = Vec::new();
+        for (plan, counts) in &self.policer {
+            for (d, colours) in counts.iter().enumerate() {
+                for (c, &packets) in colours.iter().enumerate() {
+                    if packets == 0 {
+                        continue;
+                    }
+                    policer.push(PolicerCount {
+                        plan: plan.clone(),
+                        direction: if d == 0 {
+                            Direction::Up
+                        } else {
+                            Direction::Down
+                        },
+                        colour: match c {
+                            0 => Colour::Green,
+                            1 => Colour::Yellow,
+                            _ => Colour::Red,
+                        },
+                        packets,
+                    });
+                }
+            }
+        }
         policer.sort_by(|a, b| {
             (&a.plan, a.direction.as_str(), a.colour.as_str()).cmp(&(
                 &b.plan,
