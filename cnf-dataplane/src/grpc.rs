@@ -327,7 +327,10 @@ impl Dataplane for DataplaneService {
             .sessions
             .iter()
             .enumerate()
-            .map(|(i, s)| convert::session(&format!("sessions[{i}]"), s, self.access_ports))
+            .map(|(i, s)| {
+                convert::session(s, self.access_ports)
+                    .map_err(|e| convert::in_item(&format!("sessions[{i}]"), e))
+            })
             .collect::<Result<Vec<_>, _>>()
             .map_err(status)?;
         let mut c = self.control.lock().await;

@@ -24,39 +24,35 @@ pub struct SessionSpec {
     pub captive: bool,
 }
 
-/// Validate one session of a batch (`at` is the field path prefix, e.g. `sessions[3]`).
-pub fn session(at: &str, s: &pb::Session, access_ports: u32) -> Result<SessionSpec, ApiError> {
+/// Validate one session of a batch. Errors name the field alone (`outer_vlan`); the caller
+/// places it in the batch with [`in_item`] (`sessions[3].outer_vlan`), so that a valid session,
+/// the common case, formats no field path.
+pub fn session(s: &pb::Session, access_ports: u32) -> Result<SessionSpec, ApiError> {
     if s.session_id == 0 {
-        return Err(ApiError::invalid(
-            format!("{at}.session_id"),
-            "must be non-zero",
-        ));
+        return Err(ApiError::invalid("session_id", "must be non-zero"));
     }
     if s.access_port >= access_ports {
         return Err(ApiError::invalid(
-            format!("{at}.access_port"),
+            "access_port",
             format!(
                 "no access port {} (this dataplane has {access_ports})",
                 s.access_port
             ),
         ));
     }
-    let outer_vid = fields::vlan(&format!("{at}.outer_vlan"), s.outer_vlan)?;
-    let inner_vid = fields::vlan(&format!("{at}.inner_vlan"), s.inner_vlan)?;
+    let outer_vid = fields::vlan("outer_vlan", s.outer_vlan)?;
+    let inner_vid = fields::vlan("inner_vlan", s.inner_vlan)?;
     if outer_vid == 0 && inner_vid != 0 {
         return Err(ApiError::invalid(
-            format!("{at}.inner_vlan"),
+            "inner_vlan",
             "an inner VLAN needs an outer VLAN",
         ));
     }
-    let mac = fields::mac(&format!("{at}.mac"), &s.mac)?;
+    let mac = fields::mac("mac", &s.mac)?;
     if mac[0] & 1 != 0 || mac == [0; 6] {
-        return Err(ApiError::invalid(
-            format!("{at}.mac"),
-            "must be a unicast MAC",
-        ));
+        return Err(ApiError::invalid("mac", "must be a unicast MAC"));
     }
-    let ip = fields::host_ipv4(&format!("{at}.ipv4"), s.ipv4)?;
+    let ip = fields::host_ipv4("ipv4", s.ipv4)?;
     Ok(SessionSpec {
         id: s.session_id,
         key: SessionKey {
@@ -69,6 +65,17 @@ pub fn session(at: &str, s: &pb::Session, access_ports: u32) -> Result<SessionSp
         plan_id: s.plan_id,
         captive: s.captive,
     })
+}
+
+/// `e` with its field placed under `item` (`mac` under `sessions[3]`: `sessions[3].mac`).
+pub fn in_item(item: &str, e: ApiError) -> ApiError {
+    match e {
+        ApiError::InvalidArgument { field, reason } => ApiError::InvalidArgument {
+            field: format!("{item}.{field}"),
+            reason,
+        },
+        other => other,
+    }
 }
 
 /// Back to the wire form.
@@ -231,7 +238,7 @@ mod tests {
 
     #[test]
     fn session_fields_are_named() {
-        assert!(session("s", &good(), 1).is_ok());
+        assert!(session(&good(), 1).is_ok());
         type Mutation = fn(&mut pb::Session);
         let cases: [(Mutation, &str); 6] = [
             (|s| s.outer_vlan = 4095, "s.outer_vlan"),
@@ -244,11 +251,11 @@ mod tests {
         for (f, field) in cases {
             let mut s = good();
             f(&mut s);
-            let e = session("s", &s, 1).unwrap_err();
+            let e = in_item("s", session(&s, 1).unwrap_err());
             assert!(e.to_string().contains(field), "{e} should name {field}");
             assert_eq!(e.code(), tonic::Code::InvalidArgument);
         }
-        let round = session_to_proto(&session("s", &good(), 1).unwrap());
+        let round = session_to_proto(&session(&good(), 1).unwrap());
         assert_eq!(round, good());
     }
 

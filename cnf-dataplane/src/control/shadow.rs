@@ -143,7 +143,8 @@ impl Shadow {
         let mut new_ids: HashMap<u64, SessionSpec> = HashMap::new();
         let mut outcome = InstallOutcome::default();
         for (i, s) in specs.iter().enumerate() {
-            let at = format!("sessions[{i}]");
+            // Named only in an error: formatting it for every session cost an allocation each.
+            let at = |field: &str| format!("sessions[{i}].{field}");
             if let Some((old, _)) = self.sessions.get(&s.id) {
                 if old == s {
                     outcome.unchanged += 1;
@@ -160,25 +161,25 @@ impl Shadow {
                     continue;
                 }
                 return Err(ApiError::invalid(
-                    format!("{at}.session_id"),
+                    at("session_id"),
                     format!("session {} appears twice with different contents", s.id),
                 ));
             }
             if self.plan_slot(s.plan_id).is_none() {
                 return Err(ApiError::invalid(
-                    format!("{at}.plan_id"),
+                    at("plan_id"),
                     format!("unknown plan {}", s.plan_id),
                 ));
             }
             if let Some(other) = self.by_key.get(&s.key).or(new_keys.get(&s.key)) {
                 return Err(ApiError::invalid(
-                    format!("{at}.mac"),
+                    at("mac"),
                     format!("(port, VLANs, MAC) already used by session {other}"),
                 ));
             }
             if let Some(other) = self.by_ip.get(&s.ipv4).or(new_ips.get(&s.ipv4)) {
                 return Err(ApiError::invalid(
-                    format!("{at}.ipv4"),
+                    at("ipv4"),
                     format!("address already used by session {other}"),
                 ));
             }
