@@ -6,7 +6,7 @@
 //! have acknowledged, listing the shadow is listing the dataplane (the resync test enumerates
 //! sessions through gRPC and checks them against traffic).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use kbng_api::ApiError;
 use kbng_api::v1 as pb;
@@ -15,6 +15,12 @@ use super::convert::SessionSpec;
 use crate::command::Command;
 use crate::nodes::walled_garden::WalledGardenRule;
 use crate::tables::{Plan, Session, SessionKey};
+
+/// The session indexes' hash: every install and remove looks each session up several
+/// times, and SipHash (std's default) was a visible share of the control thread's install
+/// path. ahash keeps per-process random keys, so the maps stay unpredictable.
+type FastMap<K, V> = HashMap<K, V, ahash::RandomState>;
+type FastSet<T> = HashSet<T, ahash::RandomState>;
 
 /// A plan as held by the shadow.
 #[derive(Debug, Clone)]
@@ -41,8 +47,8 @@ pub struct InstallOutcome {
 pub struct Shadow {
     capacity: u32,
     sessions: BTreeMap<u64, (SessionSpec, u32)>,
-    by_key: HashMap<SessionKey, u64>,
-    by_ip: HashMap<u32, u64>,
+    by_key: FastMap<SessionKey, u64>,
+    by_ip: FastMap<u32, u64>,
     free: Vec<u32>,
     next_slot: u32,
     slot_ids: Vec<u64>,
@@ -60,8 +66,8 @@ impl Shadow {
         Self {
             capacity,
             sessions: BTreeMap::new(),
-            by_key: HashMap::new(),
-            by_ip: HashMap::new(),
+            by_key: FastMap::default(),
+            by_ip: FastMap::default(),
             free: Vec::new(),
             next_slot: 0,
             slot_ids: Vec::new(),
@@ -138,9 +144,9 @@ impl Shadow {
         out: &mut Vec<Command>,
     ) -> Result<InstallOutcome, ApiError> {
         // Validate everything first.
-        let mut new_keys: HashMap<SessionKey, u64> = HashMap::new();
-        let mut new_ips: HashMap<u32, u64> = HashMap::new();
-        let mut new_ids: HashMap<u64, SessionSpec> = HashMap::new();
+        let mut new_keys: FastMap<SessionKey, u64> = FastMap::default();
+        let mut new_ips: FastMap<u32, u64> = FastMap::default();
+        let mut new_ids: FastMap<u64, SessionSpec> = FastMap::default();
         let mut outcome = InstallOutcome::default();
         for (i, s) in specs.iter().enumerate() {
             // Named only in an error: formatting it for every session cost an allocation each.
@@ -197,7 +203,7 @@ impl Shadow {
             )));
         }
         // Apply.
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = FastSet::default();
         for s in specs {
             if !new_ids.contains_key(&s.id) || !seen.insert(s.id) {
                 continue;
