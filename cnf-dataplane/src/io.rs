@@ -242,7 +242,13 @@ impl Worker {
         let mut taken = 0;
         let mut run_port: Option<PortId> = None;
         // Records are read in place (a pop copies all 1.5 KiB of one out first), up to 32.
-        let Ok(chunk) = ring.read_chunk(ring.slots().min(32)) else {
+        // An empty ring returns before taking a chunk: committing even an empty one stores the
+        // ring's head, on every poll of a busy-polling worker.
+        let n = ring.slots().min(32);
+        if n == 0 {
+            return 0;
+        }
+        let Ok(chunk) = ring.read_chunk(n) else {
             return 0;
         };
         let (first, second) = chunk.as_slices();
