@@ -104,7 +104,7 @@ def one_run(tmp, tag, bins, subs, rate, secs, base):
         pids = {"control": kb.ctl.pid, "dataplane": kb.dp.pid}
         before = {side: thread_stats(pid) for side, pid in pids.items()}
         r, _ = perfdhcp.run(kb.netns, "e0", dhcp.SERVER, rate, secs, base, f"{tmp}/perfdhcp.log")
-        r.update(cost.end())
+        r.update(cost.end(r["acks"]))
         acks = r.get("control_acks_sent")
         after = {side: thread_stats(pid) for side, pid in pids.items()}
         r["threads_us_per_ack"] = {side: per_thread_us(before[side][0], after[side][0], acks)

@@ -264,13 +264,14 @@ def cpu_secs(pid):
 
 
 class Cost:
-    """CPU spent by kbng's control and dataplane processes over one perfdhcp run, and the
-    control's CPU per ACK it sent (its own counter): what one DORA costs the control. Kea's
-    runs record nothing here."""
+    """CPU spent by the server's processes over one perfdhcp run: kbng's control and
+    dataplane (and the control's CPU per ACK it sent, its own counter: what one DORA costs the
+    control), or Kea's one process. With the generator's CPU (perfdhcp.run) this says how the
+    two vCPUs were shared."""
 
     def __init__(self, server):
         self.server = server
-        self.procs = {k: getattr(server, k, None) for k in ("ctl", "dp")}
+        self.procs = {k: getattr(server, k, None) for k in ("ctl", "dp", "proc")}
         self.cpu = {k: cpu_secs(p.pid) if p else None for k, p in self.procs.items()}
         self.acks = self.acks_sent() if self.procs["ctl"] else None
 
@@ -280,15 +281,23 @@ class Cost:
         c = self.server.counters()
         return c.get("ACK sent", 0) if c else None
 
-    def end(self):
+    def used(self, k):
+        """CPU seconds process `k` used since the start, None if unknown."""
+        p, before = self.procs[k], self.cpu[k]
+        after = cpu_secs(p.pid) if p else None
+        return round(after - before, 3) if after is not None and before is not None else None
+
+    def end(self, acks):
+        """The costs of the run that completed `acks` DORAs (perfdhcp's count)."""
+        used = {k: self.used(k) for k, p in self.procs.items() if p}
+        server = (round(sum(used.values()), 3)
+                  if used and all(v is not None for v in used.values()) else None)
+        out = {"server_cpu_s": server,
+               "server_us_per_dora": round(server / acks * 1e6, 1) if server and acks else None}
         if self.procs["ctl"] is None:
-            return {}
-        out = {}
-        for k, p in self.procs.items():
-            after = cpu_secs(p.pid) if p else None
-            before = self.cpu[k]
-            out[f"{'control' if k == 'ctl' else 'dataplane'}_cpu_s"] = (
-                round(after - before, 3) if after is not None and before is not None else None)
+            return out
+        out["control_cpu_s"] = used.get("ctl")
+        out["dataplane_cpu_s"] = used.get("dp")
         acks = self.acks_sent()
         sent = acks - self.acks if acks is not None and self.acks is not None else None
         out["control_acks_sent"] = sent
@@ -310,7 +319,7 @@ class Runner:
     def run(self, rate, secs):
         cost = Cost(self.server)
         r, used = perfdhcp.run(self.server.netns, "e0", SERVER, rate, secs, self.cursor, self.log)
-        r.update(cost.end())
+        r.update(cost.end(r["acks"]))
         self.cursor += used
         r["server"] = self.name
         self.runs.append(r)
@@ -377,22 +386,57 @@ def req_completion(r):
     return (ra.get("received") or 0) / ra["sent"] if ra.get("sent") else None
 
 
+def cpu_split(r):
+    """How the run's CPU was shared: the generator's and the server's CPU seconds over the
+    generator's wall time (empty when either is unknown)."""
+    g, s, wall = r.get("generator_cpu_s"), r.get("server_cpu_s"), r.get("generator_wall_s")
+    if g is None or s is None or not wall:
+        return ""
+    return (f" (CPU over the run's {wall:.1f} s: perfdhcp {g:.2f} s = {g / wall:.2f} CPUs, "
+            f"the server {s:.2f} s = {s / wall:.2f} CPUs, of {os.cpu_count()} vCPUs)")
+
+
 def limit_of(r, what):
     """Where the limit sat: perfdhcp short of its requested rate is the generator's CPU; a
     loss wholly accounted for by replies its own socket dropped is the generator's too."""
     if r["offered_rate"] < 0.9 * r["requested_rate"]:
         return ("cpu of the generator",
-                f"perfdhcp sent {r['offered_rate']:.0f}/s of {r['requested_rate']:.0f}/s requested")
+                f"perfdhcp sent {r['offered_rate']:.0f}/s of {r['requested_rate']:.0f}/s "
+                f"requested{cpu_split(r)}")
     sock = r.get("generator_socket_drops")
     if r["drops"] and sock is not None and sock >= r["drops"]:
         return ("generator",
                 f"{what}: every lost exchange ({r['drops']}) is accounted for by replies that "
                 f"reached perfdhcp's receive socket and were dropped there unread ({sock} UDP "
-                f"RcvbufErrors in its namespace); perfdhcp, on the same 2 vCPUs, did not keep up")
+                f"RcvbufErrors in its namespace); perfdhcp, on the same vCPUs, did not keep "
+                f"up{cpu_split(r)}")
     worker = ("busy-polling" if IDLE_SLEEP_US == 0 else
               f"polling, with an idle back-off of {IDLE_SLEEP_US} us (--idle-sleep-us),")
     return ("platform", f"{what}; 2 vCPUs shared with perfdhcp" + (
-        f" and the dataplane's {worker} worker" if what.startswith("kbng") else ""))
+        f" and the dataplane's {worker} worker" if what.startswith("kbng") else "")
+        + cpu_split(r))
+
+
+def per_cpu_figure(name, good, what):
+    """DORAs completed per second of the server's own CPU in its zero-drop run, or None when
+    the CPU was not measured: the per-core comparison, which the shared vCPUs do not bound
+    the way they bound the zero-drop rate (a server using a third of a vCPU is not yet
+    limited by the machine, the generator beside it may be)."""
+    cpu = good.get("server_cpu_s")
+    if not cpu or not good.get("acks"):
+        return None
+    return dict(
+        name=f"{name}: DORAs per CPU-second of the server, at its zero-drop rate",
+        value=good["acks"] / cpu, unit="DORA/CPU-s", cls="none",
+        detail=f"{what}: every process of the server, user + system time, over the whole run "
+               f"({cpu:.2f} s for {good['acks']} DORAs at {good['rate']:.0f}/s); work the "
+               f"kernel charged to other tasks (softirq on the generator's CPU) is not "
+               f"counted, for either server{cpu_split(good)}",
+        headroom=1.0, completion=good["completion"],
+        extra={"server_cpu_s": cpu, "server_us_per_dora": good.get("server_us_per_dora"),
+               "generator_cpu_s": good.get("generator_cpu_s"),
+               "generator_wall_s": good.get("generator_wall_s"),
+               "requested_rate": good["requested_rate"], "secs": good["secs"]})
 
 
 def figures_for(name, good, bad, over, what):
@@ -411,9 +455,17 @@ def figures_for(name, good, bad, over, what):
             extra={"requested_rate": good["requested_rate"], "latency_ms": lat(good), "secs": good["secs"],
                    "request_completion": req_completion(good),
                    "control_us_per_ack": good.get("control_us_per_ack"),
+                   "server_cpu_s": good.get("server_cpu_s"),
+                   "generator_cpu_s": good.get("generator_cpu_s"),
                    "first_loss": {"requested_rate": bad["requested_rate"], "drops": bad["drops"],
-                                  "generator_socket_drops": bad.get("generator_socket_drops")}
+                                  "generator_socket_drops": bad.get("generator_socket_drops"),
+                                  "server_cpu_s": bad.get("server_cpu_s"),
+                                  "generator_cpu_s": bad.get("generator_cpu_s"),
+                                  "generator_wall_s": bad.get("generator_wall_s")}
                    if bad else None})
+        cpu = per_cpu_figure(name, good, what)
+        if cpu:
+            out["per_cpu"] = cpu
     elif bad:
         cls, detail = limit_of(bad, what)
         out["zero_drop"] = dict(
@@ -434,6 +486,8 @@ def figures_for(name, good, bad, over, what):
                    "request_completion": req_completion(over),
                    "control_us_per_ack": over.get("control_us_per_ack"),
                    "generator_socket_drops": over.get("generator_socket_drops"),
+                   "server_cpu_s": over.get("server_cpu_s"),
+                   "generator_cpu_s": over.get("generator_cpu_s"),
                    "completion_note": "ACKs / DISCOVERs sent; request_completion is ACKs / "
                                       "REQUESTs sent (exchanges the server started that finished)"})
     return out

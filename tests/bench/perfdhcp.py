@@ -8,7 +8,15 @@ receive time of every completed exchange, from which the latency percentiles are
 """
 
 import re
+import resource
 import subprocess
+import time
+
+
+def children_cpu_secs():
+    """User + system CPU seconds of this process's children that have been waited for."""
+    u = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return u.ru_utime + u.ru_stime
 
 
 def mac_at(index):
@@ -77,11 +85,16 @@ def run(netns, iface, server, rate, secs, base_index, log_path, drop_secs=1.0):
            "-r", str(int(rate)), "-R", str(clients), "-b", f"mac={mac_at(base_index)}",
            "-p", str(secs), "-W", "2000000", "-d", str(drop_secs), "-x", "t", server]
     sock_before = socket_drops(netns)
+    # `ip netns exec` execs perfdhcp in its own process, so the children's rusage of this
+    # process grows by perfdhcp's CPU once it has been waited for.
+    cpu_before, wall_before = children_cpu_secs(), time.monotonic()
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=secs + 60)
         text, code = p.stdout + p.stderr, p.returncode
     except subprocess.TimeoutExpired as e:
         text, code = (e.stdout or b"").decode(errors="replace"), "timeout"
+    generator_cpu = children_cpu_secs() - cpu_before
+    generator_wall = time.monotonic() - wall_before
     with open(log_path, "a") as f:
         f.write(f"$ {' '.join(cmd)}\n(exit {code})\n")
         f.write("\n".join(line for line in text.splitlines() if not line.startswith("sent / received")))
@@ -92,6 +105,8 @@ def run(netns, iface, server, rate, secs, base_index, log_path, drop_secs=1.0):
     # Replies the generator's own socket dropped: the server sent them and they arrived.
     r["generator_socket_drops"] = (sock_after - sock_before
                                    if sock_before is not None and sock_after is not None else None)
+    r["generator_cpu_s"] = round(generator_cpu, 3)
+    r["generator_wall_s"] = round(generator_wall, 3)
     r["requested_rate"] = rate
     r["secs"] = secs
     r["clients"] = clients

@@ -33,7 +33,9 @@ if [[ -s $json ]]; then
         if ((n > 0)); then ok "$b: $n figures"; else bad "$b: figures present" "none"; fi
     done
     for f in "Kea 2.2: zero-drop DORA rate" "kbng: zero-drop DORA rate" \
-        "Kea 2.2: DORA rate at 10x its zero-drop rate" "kbng: DORA rate at 10x its zero-drop rate"; do
+        "Kea 2.2: DORA rate at 10x its zero-drop rate" "kbng: DORA rate at 10x its zero-drop rate" \
+        "Kea 2.2: DORAs per CPU-second of the server, at its zero-drop rate" \
+        "kbng: DORAs per CPU-second of the server, at its zero-drop rate"; do
         if jq -e --arg f "$f" 'any(.figures[]; .figure == $f)' "$json" >/dev/null; then ok "dhcp figure: $f"; else bad "dhcp figure: $f"; fi
     done
     if [[ -s $out/smoke.md ]] && grep -q '| bench | figure |' "$out/smoke.md"; then ok "markdown table written"; else bad "markdown table written"; fi
