@@ -244,11 +244,28 @@ fn collected(stderr: &str) -> Option<f64> {
         .and_then(|n| n.trim().parse().ok())
 }
 
+/// `valgrind --tool=callgrind` under `timeout`, killed after `limit_secs`.
+///
+/// Valgrind runs one thread at a time, and its default lock lets a thread that never blocks
+/// (a polling worker) take it back at once: in a run of 1558ca4 the control thread, whose
+/// timer ends a `--run-seconds` run, waited 14 minutes for its turn and the bench hung.
+/// `--fair-sched=yes` hands the lock round in turn; the timeout bounds the run whatever
+/// happens (the figure then reports no count).
+fn callgrind(limit_secs: u64) -> Command {
+    let mut c = Command::new("timeout");
+    c.args(["--kill-after=10", &limit_secs.to_string(), "valgrind"])
+        .args([
+            "--tool=callgrind",
+            "--callgrind-out-file=/dev/null",
+            "--fair-sched=yes",
+        ]);
+    c
+}
+
 /// Instructions per packet of `Worker::run` under callgrind, over a bounded run.
 fn callgrind_ours(bin: &str, s: &Setup, secs: u64) -> Value {
-    let mut cmd = Command::new("valgrind");
-    cmd.args(["--tool=callgrind", "--callgrind-out-file=/dev/null"])
-        .arg("--toggle-collect=kbng_dataplane::io::Worker::run");
+    let mut cmd = callgrind(20 * secs + 300);
+    cmd.arg("--toggle-collect=kbng_dataplane::io::Worker::run");
     let inner = ours_cmd(bin, s, secs);
     cmd.arg(inner.get_program()).args(inner.get_args());
     let Ok(out) = cmd.stdin(Stdio::null()).output() else {
@@ -271,8 +288,8 @@ fn callgrind_ours(bin: &str, s: &Setup, secs: u64) -> Value {
             "counted": "callgrind Ir inside kbng_dataplane::io::Worker::run (rx, pipeline, tx, \
                         command ring, stats), divided by packets received",
         }),
-        _ => json!({"error": "no callgrind count or no packets", "stderr_tail":
-            err.lines().rev().take(5).collect::<Vec<_>>()}),
+        _ => json!({"error": "no callgrind count or no packets", "exit": out.status.code(),
+            "stderr_tail": err.lines().rev().take(5).collect::<Vec<_>>()}),
     }
 }
 
@@ -281,8 +298,7 @@ fn callgrind_no_io(sessions: u32, bursts: u64) -> Value {
     let Ok(exe) = std::env::current_exe() else {
         return json!({"error": "no current exe"});
     };
-    let out = Command::new("valgrind")
-        .args(["--tool=callgrind", "--callgrind-out-file=/dev/null"])
+    let out = callgrind(900)
         .arg("--toggle-collect=*process_vector*")
         .arg(exe)
         .args(["--no-io-child", &sessions.to_string(), &bursts.to_string()])
@@ -305,7 +321,7 @@ fn callgrind_no_io(sessions: u32, bursts: u64) -> Value {
             "counted": "callgrind Ir inside bench::process_vector: the whole graph on heap \
                         buffers, without rx, tx or the traffic stamper",
         }),
-        _ => json!({"error": "no callgrind count"}),
+        _ => json!({"error": "no callgrind count", "exit": out.status.code()}),
     }
 }
 
