@@ -298,8 +298,8 @@ class Cost:
             return out
         out["control_cpu_s"] = used.get("ctl")
         out["dataplane_cpu_s"] = used.get("dp")
-        acks = self.acks_sent()
-        sent = acks - self.acks if acks is not None and self.acks is not None else None
+        sent_now = self.acks_sent()
+        sent = sent_now - self.acks if sent_now is not None and self.acks is not None else None
         out["control_acks_sent"] = sent
         out["control_us_per_ack"] = (round(out["control_cpu_s"] / sent * 1e6, 1)
                                      if sent and out["control_cpu_s"] is not None else None)
