@@ -104,13 +104,12 @@ def last_error(text):
 
 
 def prebuilt(prefix):
-    """The newest executable under <target>/release whose path starts with prefix."""
+    """The newest executable under <target>/release whose path starts with prefix (only the
+    target directory in use: another one may hold a build of other code)."""
     found = []
-    for t in {target_dir(), os.path.join(ROOT, "target")}:
-        d = os.path.join(t, "release", os.path.dirname(prefix))
-        base = os.path.basename(prefix)
-        if not os.path.isdir(d):
-            continue
+    d = os.path.join(target_dir(), "release", os.path.dirname(prefix))
+    base = os.path.basename(prefix)
+    if os.path.isdir(d):
         for n in os.listdir(d):
             f = os.path.join(d, n)
             if n.startswith(base) and "." not in n[len(base):] and os.access(f, os.X_OK) \
@@ -379,6 +378,12 @@ def run(args, mode, plan, only, tmp, out):
             "control": os.path.join(target_dir(), "release", "kbng-control")}
     if args.no_build:
         bins = {k: prebuilt(f"kbng-{k}") for k in bins}
+        missing = [f"kbng-{k}" for k, b in bins.items() if not b]
+        if missing:
+            # Without this, every benchmark was skipped and the report said only "no figures".
+            rep["errors"].append(f"--no-build: {' and '.join(missing)} not built under "
+                                 f"{os.path.join(target_dir(), 'release')} (CARGO_TARGET_DIR); "
+                                 f"no benchmark ran")
     elif build.returncode != 0:
         for k in bins:
             bins[k] = prebuilt(f"kbng-{k}")

@@ -22,6 +22,17 @@ done
 # The checker refuses incomplete reports (so a pass below means something).
 if /usr/bin/python3 "$here/check_selftest.py"; then ok "report check refuses incomplete figures"; else bad "report check refuses incomplete figures"; fi
 
+# --no-build with nothing built: the run fails and its report names what is missing (it once
+# skipped every benchmark and said only "no figures").
+empty_target=$(mktemp -d /tmp/kbng-bench-notarget.XXXXXX)
+CARGO_TARGET_DIR=$empty_target timeout 60 /usr/bin/python3 "$here/bench.py" --smoke --only restore \
+    --no-build --tag "${tag}n" --out "$out/nobuild" >"$out/nobuild.log" 2>&1
+rc=$?
+if [[ $rc != 0 ]] && jq -e 'any(.errors[]; test("kbng-dataplane and kbng-control not built"))' \
+    "$out/nobuild/smoke.json" >/dev/null 2>&1; then ok "--no-build without binaries: an error names them"; else
+    bad "--no-build without binaries: an error names them" "exit $rc; $(tail -3 "$out/nobuild.log")"; fi
+rm -rf "$empty_target"
+
 timeout 600 /usr/bin/python3 "$here/bench.py" --smoke --tag "$tag" --out "$out" "$@" >"$out/log" 2>&1
 rc=$?
 if [[ $rc == 0 ]]; then ok "smoke report complete and well-formed"; else
