@@ -48,6 +48,7 @@ pub mod numa;
 pub mod observe;
 pub mod packet;
 pub mod pipeline;
+pub mod port_counters;
 pub mod punt;
 pub mod tables;
 pub mod task_bell;

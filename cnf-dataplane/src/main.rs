@@ -29,6 +29,7 @@ use kbng_dataplane::neighbour::{NextHopCell, Resolver};
 use kbng_dataplane::nodes::NodeEnv;
 use kbng_dataplane::numa;
 use kbng_dataplane::pipeline::{Pipeline, Tables};
+use kbng_dataplane::port_counters::PortCounters;
 use kbng_dataplane::punt::{PuntRecord, PuntRing};
 use kbng_dataplane::task_bell::TaskWait;
 use tokio::sync::Mutex;
@@ -433,6 +434,10 @@ fn run(cfg: Config) -> anyhow::Result<()> {
         tsc_hz: hz,
         resolver: resolver.as_ref().map(|r| r.counters.clone()),
         applied: applied_wait,
+        ports: vec![
+            PortCounters::new("port-access", access.port.stats_reader()),
+            PortCounters::new("port-uplink", uplink.port.stats_reader()),
+        ],
     }));
     let stop = Arc::new(AtomicBool::new(false));
     let inject_bell = workers.first().map(|w| w.wake.clone()).unwrap_or_default();
@@ -518,8 +523,10 @@ fn run(cfg: Config) -> anyhow::Result<()> {
     if cfg.args.run_seconds.is_some() {
         print_stats(&done, hz, elapsed, bytes_per_session, &cfg);
     }
-    // Queues first, then ports (stop and close), then the pool and EAL.
+    // Queues and the control's counter readers first, then ports (stop and close), then the
+    // pool and EAL.
     drop(done);
+    drop(control);
     let _ = access.port.stop();
     let _ = uplink.port.stop();
     if let Some(path) = cfg.args.grpc_listen.strip_prefix("unix:") {

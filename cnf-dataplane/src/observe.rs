@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use kbng_telemetry::metrics::{
     Colour, DataplaneMetrics, DataplaneSnapshot, Direction, DropCount, NodeRuntime, PolicerCount,
-    WorkerStats as WorkerSnapshot,
+    PortCount, WorkerStats as WorkerSnapshot,
 };
 use kbng_telemetry::{PrometheusExporter, TelemetryConfig, TelemetryError, TelemetryGuard};
 
@@ -289,6 +289,8 @@ pub struct Poller {
     policer: HashMap<String, [[u64; 3]; 2]>,
     /// (slot, session id, plan id) of every session, refilled each poll.
     scratch: Vec<(u32, u64, u32)>,
+    /// The ports' counters as (port, counter, value), read each poll.
+    ports: Vec<(&'static str, &'static str, u64)>,
 }
 
 impl Poller {
@@ -306,6 +308,10 @@ impl Poller {
                         stats: Arc::clone(&w.stats),
                     })
                     .collect();
+            }
+            self.ports.clear();
+            for p in &c.ports {
+                p.snapshot(&mut self.ports);
             }
             self.scratch.clear();
             for s in c.shadow.page(0, usize::MAX) {
@@ -449,7 +455,20 @@ impl Poller {
                 b.colour.as_str(),
             ))
         });
-        DataplaneSnapshot { workers, policer }
+        let ports = self
+            .ports
+            .iter()
+            .map(|&(port, counter, packets)| PortCount {
+                port,
+                counter,
+                packets,
+            })
+            .collect();
+        DataplaneSnapshot {
+            workers,
+            policer,
+            ports,
+        }
     }
 }
 

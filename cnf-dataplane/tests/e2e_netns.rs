@@ -434,6 +434,10 @@ async fn subscriber_traffic() {
     );
     assert_eq!(r["replies"], 0, "{r}");
     assert!(node_counter(&mut c, "session-lookup", "no session").await >= 3);
+    // The device's own counters: the probes came in through the access port, and it lost none
+    // of them before a worker saw them.
+    assert!(node_counter(&mut c, "port-access", "rx packets").await >= 3);
+    assert_eq!(node_counter(&mut c, "port-access", "rx missed").await, 0);
 
     // 2. Install untagged, 802.1Q and QinQ sessions (twice: the same sessions).
     let sessions = vec![

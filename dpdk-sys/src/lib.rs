@@ -67,7 +67,8 @@ pub use hugemem::{HugeBacking, back_with_huge_pages};
 pub use mbuf::{Burst, Drain, MAX_BURST, Mbuf};
 pub use mempool::{DEFAULT_DATA_ROOM, Mempool, MempoolConfig};
 pub use port::{
-    DeviceInfo, Link, MAX_QUEUES, Port, PortConfig, PortSetup, PortStats, RssHash, RssOutcome,
+    DeviceInfo, Link, MAX_QUEUES, Port, PortConfig, PortSetup, PortStats, PortStatsReader, RssHash,
+    RssOutcome,
 };
 pub use queue::{RxQueue, TxCount, TxQueue};
 

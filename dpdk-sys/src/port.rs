@@ -137,6 +137,24 @@ pub struct PortStats {
     pub rx_nombuf: u64,
 }
 
+/// Reads one port's basic counters; see [`Port::stats_reader`].
+#[derive(Debug, Clone)]
+pub struct PortStatsReader {
+    shared: Arc<PortShared>,
+}
+
+impl PortStatsReader {
+    /// The port id.
+    pub fn id(&self) -> u16 {
+        self.shared.id
+    }
+
+    /// Basic counters, as [`Port::stats`].
+    pub fn stats(&self) -> Result<PortStats, DpdkError> {
+        read_stats(self.shared.id)
+    }
+}
+
 /// Identity of the device behind a port, for reporting what the dataplane drives.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceInfo {
@@ -344,22 +362,16 @@ impl Port {
 
     /// Basic counters.
     pub fn stats(&self) -> Result<PortStats, DpdkError> {
-        let mut s = ffi::rte_eth_stats::default();
-        // SAFETY: valid port id; s is a valid out pointer.
-        let ret = unsafe { ffi::rte_eth_stats_get(self.id(), &mut s) };
-        if ret != 0 {
-            return Err(DpdkError::from_ret("rte_eth_stats_get", ret));
+        read_stats(self.id())
+    }
+
+    /// A handle that reads this port's counters from another thread (a telemetry poller, a
+    /// gRPC server) without owning the port. Like a queue handle it keeps the device open, so
+    /// [`stop`](Port::stop) fails with [`DpdkError::QueuesInUse`] while one is alive.
+    pub fn stats_reader(&self) -> PortStatsReader {
+        PortStatsReader {
+            shared: Arc::clone(&self.shared),
         }
-        Ok(PortStats {
-            ipackets: s.ipackets,
-            opackets: s.opackets,
-            ibytes: s.ibytes,
-            obytes: s.obytes,
-            imissed: s.imissed,
-            ierrors: s.ierrors,
-            oerrors: s.oerrors,
-            rx_nombuf: s.rx_nombuf,
-        })
     }
 
     /// Resets the basic counters to zero.
@@ -576,4 +588,26 @@ unsafe fn cstr_to_string(p: *const c_char) -> String {
     }
     // SAFETY: non-null and NUL-terminated per the caller.
     unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+/// `rte_eth_stats_get` of port `id`, which the caller keeps open (a `PortShared` is alive).
+fn read_stats(id: u16) -> Result<PortStats, DpdkError> {
+    let mut s = ffi::rte_eth_stats::default();
+    // SAFETY: `id` is a valid port that stays open for the call (the caller holds its
+    // `PortShared`, whose drop is what closes it); s is a valid out pointer. DPDK allows reading
+    // the counters while other threads poll the queues (the PMD sums per-queue counters).
+    let ret = unsafe { ffi::rte_eth_stats_get(id, &mut s) };
+    if ret != 0 {
+        return Err(DpdkError::from_ret("rte_eth_stats_get", ret));
+    }
+    Ok(PortStats {
+        ipackets: s.ipackets,
+        opackets: s.opackets,
+        ibytes: s.ibytes,
+        obytes: s.obytes,
+        imissed: s.imissed,
+        ierrors: s.ierrors,
+        oerrors: s.oerrors,
+        rx_nombuf: s.rx_nombuf,
+    })
 }

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use kbng_telemetry::metrics::{
     AaaBackend, AaaResult, Colour, ControlMetrics, DataplaneMetrics, DataplaneSnapshot, Direction,
-    DropCount, NodeRuntime, OperatorMetrics, Outcome, PolicerCount, SessionState, WorkerStats,
+    DropCount, NodeRuntime, OperatorMetrics, Outcome, PolicerCount, PortCount, SessionState,
+    WorkerStats,
 };
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
@@ -40,6 +41,11 @@ fn snapshot() -> DataplaneSnapshot {
             direction: Direction::Down,
             colour: Colour::Red,
             packets: 5,
+        }],
+        ports: vec![PortCount {
+            port: "port-access",
+            counter: "rx missed",
+            packets: 11,
         }],
     }
 }
@@ -131,6 +137,7 @@ async fn metrics_endpoint_serves_valid_prometheus_text() {
         r#"kbng_dataplane_node_vectors_total{node="ethernet-input",worker="0"} 3000"#,
         r#"kbng_dataplane_node_cycles_total{node="ethernet-input",worker="0"} 90000"#,
         r#"kbng_policer_packets_total{colour="red",direction="down",plan="gold"} 5"#,
+        r#"kbng_dataplane_port_packets_total{counter="rx missed",port="port-access"} 11"#,
     ] {
         assert!(
             body.lines().any(|l| l == line),

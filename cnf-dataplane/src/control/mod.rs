@@ -54,6 +54,8 @@ pub struct Control {
     /// Rung by a worker that emptied its command ring: what [`Self::reserve`] and
     /// [`Self::commit`] sleep on.
     pub applied: TaskWait,
+    /// The ports' own counters (access, uplink).
+    pub ports: Vec<crate::port_counters::PortCounters>,
 }
 
 impl Control {
@@ -134,6 +136,9 @@ impl Control {
         }
         if let Some(r) = &self.resolver {
             r.snapshot(&mut total);
+        }
+        for p in &self.ports {
+            p.snapshot(&mut total);
         }
         total
     }

@@ -69,6 +69,18 @@ pub struct PolicerCount {
     pub packets: u64,
 }
 
+/// One counter of one port's device, since start: what it received and sent, and what it
+/// lost before any worker saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortCount {
+    /// The port's role as a node name (`"port-access"`, `"port-uplink"`).
+    pub port: &'static str,
+    /// The counter (`"rx packets"`, `"rx missed"`, ...).
+    pub counter: &'static str,
+    /// Packets.
+    pub packets: u64,
+}
+
 /// Everything the dataplane reports at one collection.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DataplaneSnapshot {
@@ -76,6 +88,8 @@ pub struct DataplaneSnapshot {
     pub workers: Vec<WorkerStats>,
     /// One entry per (plan, direction, colour).
     pub policer: Vec<PolicerCount>,
+    /// One entry per (port, counter).
+    pub ports: Vec<PortCount>,
 }
 
 type Source = Arc<dyn Fn() -> DataplaneSnapshot + Send + Sync>;
@@ -98,7 +112,7 @@ fn worker(w: &WorkerStats) -> KeyValue {
 
 impl DataplaneMetrics {
     /// Registers the dataplane's instruments on `meter`, all reading from `source`. The
-    /// closure runs once per instrument per collection (seven instruments, so seven calls per export or scrape), on
+    /// closure runs once per instrument per collection (eight instruments, so eight calls per export or scrape), on
     /// the collecting thread: it should only read the workers' counters.
     pub fn register<F>(meter: &Meter, source: F) -> Self
     where
@@ -189,6 +203,23 @@ impl DataplaneMetrics {
                 "{cycle}",
                 "CPU cycles spent per graph node and worker.",
                 |s, _, out| node_field(s, out, |n| n.cycles),
+            ),
+            counter(
+                "kbng.dataplane.port.packets",
+                "{packet}",
+                "Packets each port's device received, sent and lost (rx missed: the rx queue \
+                 was full), since start.",
+                |s, _, out| {
+                    for p in &s.ports {
+                        out(
+                            p.packets,
+                            &[
+                                KeyValue::new("port", p.port),
+                                KeyValue::new("counter", p.counter),
+                            ],
+                        );
+                    }
+                },
             ),
             counter(
                 "kbng.policer.packets",

@@ -121,6 +121,7 @@ async fn otlp_child() {
             ..Default::default()
         }],
         policer: vec![],
+        ports: vec![],
     });
     drop(guard); // flushes every exporter before the process exits
 }
