@@ -152,7 +152,7 @@ def main():
                                           "rate", "control_cpu_s", "dataplane_cpu_s",
                                           "control_acks_sent", "control_us_per_ack",
                                           "dataplane_us_per_ack", "threads_us_per_ack",
-                                          "threads_switches_per_ack")}
+                                          "threads_switches_per_ack", "kbng_counters")}
             # REQUEST-ACK latency: a change to the punt/commit/inject path moves it too.
             keep["ack_latency_ms"] = ((r.get("exchanges") or {}).get("REQUEST-ACK") or {}).get("latency_ms")
             runs.append(keep)
@@ -163,7 +163,8 @@ def main():
                   f"{keep['control_acks_sent']} ACKs = {keep['control_us_per_ack']} us/ACK, "
                   f"dataplane {keep['dataplane_cpu_s']} s = {keep['dataplane_us_per_ack']} us/ACK; "
                   f"per thread (us/ACK): {keep['threads_us_per_ack']}; context switches per "
-                  f"ACK: {keep['threads_switches_per_ack']}", flush=True)
+                  f"ACK: {keep['threads_switches_per_ack']}"
+                  + (dhcp.kbng_losses(keep) if keep["drops"] else ""), flush=True)
     us = [r["control_us_per_ack"] for r in runs if r["control_us_per_ack"]]
     out = {"label": args.label, "control": args.control, "rate": args.rate, "secs": args.secs,
            "runs": runs, "median_control_us_per_ack": statistics.median(us) if us else None,

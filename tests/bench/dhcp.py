@@ -244,6 +244,22 @@ pacing: {{ratePerSec: {int(pacing_rate)}, burst: {max(64, int(pacing_rate) // 10
         except (OSError, ValueError):
             return {}
 
+    def all_counters(self):
+        """The control's counters and the dataplane's node and port rows ("node: reason"),
+        or None when either cannot be read."""
+        ctl = self.counters()
+        try:
+            with urllib.request.urlopen(f"http://{self.api}/v1/dataplanes/0/counters",
+                                        timeout=5) as r:
+                nodes = json.loads(r.read().decode()).get("nodes", [])
+        except (OSError, ValueError):
+            return None
+        if not ctl:
+            return None
+        out = {f"control: {k}": v for k, v in ctl.items()}
+        out.update({f"dataplane {n['node']}: {n['reason']}": n["value"] for n in nodes})
+        return out
+
     def down(self):
         stop(self.ctl)
         stop(self.dp, "-TERM", 10)
@@ -274,6 +290,8 @@ class Cost:
         self.procs = {k: getattr(server, k, None) for k in ("ctl", "dp", "proc")}
         self.cpu = {k: cpu_secs(p.pid) if p else None for k, p in self.procs.items()}
         self.acks = self.acks_sent() if self.procs["ctl"] else None
+        reader = getattr(server, "all_counters", None)
+        self.counts = reader() if reader else None
 
     def acks_sent(self):
         """The control's "ACK sent" counter; a counter is listed from its first count on, so
@@ -303,6 +321,11 @@ class Cost:
         out["control_acks_sent"] = sent
         out["control_us_per_ack"] = (round(out["control_cpu_s"] / sent * 1e6, 1)
                                      if sent and out["control_cpu_s"] is not None else None)
+        after = self.server.all_counters() if self.counts is not None else None
+        # What every kbng counter gained over the run (a counter is listed from its first count
+        # on, so one missing before started at 0): with perfdhcp's drops, where exchanges died.
+        out["kbng_counters"] = ({k: v - self.counts.get(k, 0) for k, v in sorted(after.items())
+                                 if v != self.counts.get(k, 0)} if after is not None else None)
         return out
 
 
@@ -327,7 +350,8 @@ class Runner:
         print(f"  {self.name}: rate {rate:.0f}/s for {secs}s: sent {r['discovers_sent']}, "
               f"acked {r['acks']}, drops {r['drops']} (generator socket drops "
               f"{r['generator_socket_drops']}), achieved {r['rate']}"
-              + (f", control {us:.0f} us CPU per ACK" if us else ""), flush=True)
+              + (f", control {us:.0f} us CPU per ACK" if us else "")
+              + (kbng_losses(r) if r["drops"] else ""), flush=True)
         return r
 
 
@@ -439,6 +463,24 @@ def per_cpu_figure(name, good, what):
                "requested_rate": good["requested_rate"], "secs": good["secs"]})
 
 
+# Words of the counters (control's and dataplane's) that count frames or exchanges lost.
+LOSS_WORDS = ("drop", "full", "missed", "error", "no mbuf", "rate limited")
+
+
+def kbng_losses(r):
+    """Where kbng counted losses over run `r`: its loss counters that grew, then the
+    exchange counters (DISCOVERs in, OFFERs out, REQUESTs in, ACKs out), as text; "" when the
+    run recorded no counters (Kea's runs, or a status that could not be read)."""
+    c = r.get("kbng_counters")
+    if c is None:
+        return ""
+    lost = [f"{k} {v}" for k, v in c.items() if any(w in k for w in LOSS_WORDS)]
+    flow = ", ".join(f"{k} {c.get('control: ' + k, 0)}"
+                     for k in ("DISCOVER", "OFFER sent", "REQUEST", "ACK sent"))
+    return ("; kbng's counters over that run: " + ("; ".join(lost) if lost else "no loss counted")
+            + f" ({flow})")
+
+
 def figures_for(name, good, bad, over, what):
     """The zero-drop and overload figures of one server (reference filled in by the caller)."""
     out = {}
@@ -449,7 +491,8 @@ def figures_for(name, good, bad, over, what):
                                         "loss: the server was not pushed to its limit")
         out["zero_drop"] = dict(
             name=f"{name}: zero-drop DORA rate", value=good["rate"] or 0.0, unit="DORA/s",
-            cls=cls, detail=detail + (f"; first loss at {bad['requested_rate']:.0f}/s" if bad else ""),
+            cls=cls, detail=detail + (f"; first loss at {bad['requested_rate']:.0f}/s{kbng_losses(bad)}"
+                                      if bad else ""),
             headroom=good["offered_rate"] / good["rate"] if good["rate"] else "unbounded",
             completion=good["completion"],
             extra={"requested_rate": good["requested_rate"], "latency_ms": lat(good), "secs": good["secs"],
@@ -461,7 +504,8 @@ def figures_for(name, good, bad, over, what):
                                   "generator_socket_drops": bad.get("generator_socket_drops"),
                                   "server_cpu_s": bad.get("server_cpu_s"),
                                   "generator_cpu_s": bad.get("generator_cpu_s"),
-                                  "generator_wall_s": bad.get("generator_wall_s")}
+                                  "generator_wall_s": bad.get("generator_wall_s"),
+                                  "kbng_counters": bad.get("kbng_counters")}
                    if bad else None})
         cpu = per_cpu_figure(name, good, what)
         if cpu:
@@ -478,7 +522,7 @@ def figures_for(name, good, bad, over, what):
         cls, detail = limit_of(over, what)
         out["overload"] = dict(
             name=f"{name}: DORA rate at 10x its zero-drop rate", value=over["rate"] or 0.0,
-            unit="DORA/s", cls=cls, detail=detail,
+            unit="DORA/s", cls=cls, detail=detail + kbng_losses(over),
             headroom=over["offered_rate"] / over["rate"] if over["rate"] else "unbounded",
             completion=over["completion"],
             extra={"requested_rate": over["requested_rate"], "offered_rate": over["offered_rate"],
@@ -488,6 +532,7 @@ def figures_for(name, good, bad, over, what):
                    "generator_socket_drops": over.get("generator_socket_drops"),
                    "server_cpu_s": over.get("server_cpu_s"),
                    "generator_cpu_s": over.get("generator_cpu_s"),
+                   "kbng_counters": over.get("kbng_counters"),
                    "completion_note": "ACKs / DISCOVERs sent; request_completion is ACKs / "
                                       "REQUESTs sent (exchanges the server started that finished)"})
     return out
@@ -562,7 +607,6 @@ def run_both(tmp, tag, bins, plan, errors):
     try:
         print("DHCP: kbng (dataplane + control, server mode)", flush=True)
         b, good, bad, equal = search_kbng(kb, "kbng", plan, kea_good, log)
-        counters = kb.counters()
         kb.down()
         over = None
         if good and good["rate"]:
@@ -572,9 +616,7 @@ def run_both(tmp, tag, bins, plan, errors):
             b2 = Runner(kb, "kbng", log)
             over = b2.run(10 * good["rate"], plan["secs"])
             b.runs += b2.runs
-            counters = {"search": counters, "overload": kb.counters()}
         res["kbng"] = figures_for("kbng", good, bad, over, "kbng dataplane + control")
-        res["kbng_counters"] = counters
         raw += b.runs
     except (RuntimeError, OSError, subprocess.CalledProcessError) as e:
         errors.append(f"dhcp/kbng: {e}")
@@ -622,7 +664,7 @@ def run_both(tmp, tag, bins, plan, errors):
                                LEASE_SYNC_MS, kea_rows=False)
     for r in raw:
         r.pop("exchanges", None)
-    return figs, {"runs": raw, "kbng_counters": res.get("kbng_counters")}
+    return figs, {"runs": raw}
 
 
 def search_kbng(kb, name, plan, kea_good, log):
