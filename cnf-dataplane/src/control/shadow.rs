@@ -115,6 +115,17 @@ impl Shadow {
             .map(|(_, v)| v.0)
             .collect()
     }
+    /// Appends (slot, session id, plan id) of up to `n` sessions with ids above `after`, in id
+    /// order, to `out`; returns the last id appended, `None` when there was none. A cursor for
+    /// readers that must not hold the control lock over every session at once.
+    pub fn slots_after(&self, after: u64, n: usize, out: &mut Vec<(u32, u64, u32)>) -> Option<u64> {
+        let mut last = None;
+        for (&id, (spec, slot)) in self.sessions.range(after.saturating_add(1)..).take(n) {
+            out.push((*slot, id, spec.plan_id));
+            last = Some(id);
+        }
+        last
+    }
     /// All plans, in id order.
     pub fn plans(&self) -> impl Iterator<Item = &ShadowPlan> {
         self.plans.values()
@@ -502,5 +513,33 @@ mod tests {
         assert_eq!(p1.last().map(|s| s.id), Some(20));
         let p3 = sh.page(40, 20);
         assert_eq!(p3.len(), 10);
+    }
+
+    #[test]
+    fn the_slot_cursor_visits_every_session_once_across_changes() {
+        let mut sh = Shadow::new(100, 8);
+        let mut cmds = Vec::new();
+        sh.install_sessions(&(1..=50).map(spec).collect::<Vec<_>>(), &mut cmds)
+            .unwrap();
+        let mut seen = Vec::new();
+        let mut after = 0;
+        let mut chunk = Vec::new();
+        while let Some(last) = sh.slots_after(after, 16, &mut chunk) {
+            after = last;
+            // Between chunks the table changes: one behind the cursor goes, one ahead comes.
+            if seen.is_empty() {
+                sh.remove_sessions(&[3], &mut cmds).unwrap();
+                sh.install_sessions(&[spec(60)], &mut cmds).unwrap();
+            }
+            seen.append(&mut chunk);
+        }
+        let ids: Vec<u64> = seen.iter().map(|&(_, id, _)| id).collect();
+        let want: Vec<u64> = (1..=50).chain([60]).collect();
+        assert_eq!(ids, want);
+        for &(slot, id, _) in &seen {
+            if id != 3 {
+                assert_eq!(sh.slot(id), Some(slot), "session {id}");
+            }
+        }
     }
 }
