@@ -434,10 +434,12 @@ async fn subscriber_traffic() {
     );
     assert_eq!(r["replies"], 0, "{r}");
     assert!(node_counter(&mut c, "session-lookup", "no session").await >= 3);
-    // The device's own counters: the probes came in through the access port, and it lost none
-    // of them before a worker saw them.
+    // The device's own counters: the probes came in through the access port. Its loss rows
+    // are exported too (node_counter fails on a missing row), whatever the PMD fills in:
+    // DPDK 22.11's af_packet never reads the kernel's ring drops, so its rx missed stays 0.
     assert!(node_counter(&mut c, "port-access", "rx packets").await >= 3);
-    assert_eq!(node_counter(&mut c, "port-access", "rx missed").await, 0);
+    node_counter(&mut c, "port-access", "rx missed").await;
+    node_counter(&mut c, "port-uplink", "rx no mbuf").await;
 
     // 2. Install untagged, 802.1Q and QinQ sessions (twice: the same sessions).
     let sessions = vec![
