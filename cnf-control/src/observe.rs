@@ -438,21 +438,13 @@ pub fn tick(engine: &Engine) {
         if i.gauges_due.is_some_and(|t| now < t) {
             return;
         }
-        // Counted by plan id, named after: a name per session (an allocation and a string
-        // hash each) made this walk, which holds the engine's thread, several times longer.
-        let mut by_id: HashMap<(SessionState, u32), u64> = HashMap::new();
-        for s in engine.list(0, usize::MAX, |_| true) {
-            let Some(state) = session_state(&s.state) else {
+        // The engine keeps these counts as it goes (`core::census`): no walk of the sessions
+        // on the thread that serves DHCP.
+        let mut counts: HashMap<(SessionState, String), u64> = HashMap::new();
+        for ((name, plan_id), n) in engine.census().iter() {
+            let Some(state) = state_named(name) else {
                 continue;
             };
-            let plan_id = match &s.state {
-                State::Offered { grant, .. } => grant.plan_id(),
-                st => st.bound().map_or(0, |(_, g)| g.plan_id()),
-            };
-            *by_id.entry((state, plan_id)).or_default() += 1;
-        }
-        let mut counts: HashMap<(SessionState, String), u64> = HashMap::new();
-        for ((state, plan_id), n) in by_id {
             *counts
                 .entry((state, o.plan(plan_id).to_owned()))
                 .or_default() += n;
@@ -498,16 +490,17 @@ fn abandon_stale(i: &mut Inner, now: Instant) {
     }
 }
 
-fn session_state(s: &State) -> Option<SessionState> {
-    Some(match s {
-        State::Discovering { .. } => SessionState::Discovering,
-        State::Offered { .. } => SessionState::Offered,
-        State::Authenticating { .. } => SessionState::Authenticating,
-        State::Active { .. } => SessionState::Active,
-        State::Captive { .. } => SessionState::Captive,
-        State::Renewing { .. } => SessionState::Renewing,
-        State::Releasing { .. } => SessionState::Releasing,
-        State::Expired { .. } => return None,
+/// The gauge state of a core state's name (`State::name`); `None` for states not reported.
+fn state_named(name: &str) -> Option<SessionState> {
+    Some(match name {
+        "discovering" => SessionState::Discovering,
+        "offered" => SessionState::Offered,
+        "authenticating" => SessionState::Authenticating,
+        "active" => SessionState::Active,
+        "captive" => SessionState::Captive,
+        "renewing" => SessionState::Renewing,
+        "releasing" => SessionState::Releasing,
+        _ => return None,
     })
 }
 

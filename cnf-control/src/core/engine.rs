@@ -10,6 +10,7 @@ use kbng_wire::MacAddr as WireMac;
 use serde::{Deserialize, Serialize};
 
 use super::aaa::{AuthOutcome, Authorization, Identity, SubscriberStore};
+use super::census::Census;
 use super::dhcp::{self, Inbound, LeaseParams, RequestKind};
 use super::licence::{Admission, Admit, Cap};
 use super::pacing::{Pacer, PacingConfig};
@@ -157,6 +158,8 @@ pub struct Engine {
     admission: Admission,
     pacer: Pacer<SubscriberKey, (Line, Inbound)>,
     sessions: BTreeMap<SessionId, Session>,
+    /// Sessions per state and plan, kept with `sessions` (the gauges read it).
+    census: Census,
     by_key: FastMap<SubscriberKey, SessionId>,
     per_line: FastMap<Line, u32>,
     timers: BTreeSet<(u64, SessionId)>,
@@ -206,6 +209,7 @@ impl Engine {
             subscribers: SubscriberStore::default(),
             admission: Admission::new(cap),
             sessions: BTreeMap::new(),
+            census: Census::default(),
             by_key: FastMap::default(),
             per_line: FastMap::default(),
             timers: BTreeSet::new(),
@@ -273,6 +277,11 @@ impl Engine {
         self.sessions.len()
     }
 
+    /// Sessions per state and plan, without walking them.
+    pub fn census(&self) -> &Census {
+        &self.census
+    }
+
     pub fn session(&self, id: SessionId) -> Option<&Session> {
         self.sessions.get(&id)
     }
@@ -334,6 +343,7 @@ impl Engine {
             if let Some(d) = s.state.next_deadline_ns() {
                 self.timers.insert((d, s.id));
             }
+            self.census.add(&s.state);
             self.sessions.insert(s.id, s);
         }
         problems
@@ -605,6 +615,7 @@ impl Engine {
         self.count("sessions created");
         self.by_key.insert(key, id);
         *self.per_line.entry(line).or_default() += 1;
+        self.census.add(&s.state);
         self.sessions.insert(id, s);
         self.changed(id, out);
         self.schedule(id);
@@ -743,6 +754,7 @@ impl Engine {
             return;
         };
         let (next, actions) = session::step(old_state, ev, now_ns, lease_secs);
+        self.census.moved(&s.state, &next);
         s.state = next;
         let after = s.state.name();
         for a in actions {
@@ -771,6 +783,7 @@ impl Engine {
 
     fn drop_session(&mut self, id: SessionId) {
         if let Some(s) = self.sessions.remove(&id) {
+            self.census.remove(&s.state);
             if self.by_key.get(&s.key) == Some(&id) {
                 self.by_key.remove(&s.key);
                 self.relay_acks.remove(&s.key);

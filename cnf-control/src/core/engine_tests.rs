@@ -337,3 +337,63 @@ fn drain_brings_sessions_to_zero() {
     }
     assert_eq!(e.sessions_len(), 0);
 }
+
+/// The census the engine keeps equals one counted afresh from its sessions.
+fn assert_census(e: &Engine, when: &str) {
+    let fresh = crate::core::census::Census::of(e.list(0, usize::MAX, |_| true).map(|s| &s.state));
+    assert_eq!(e.census(), &fresh, "census after {when}");
+}
+
+#[test]
+fn the_census_follows_every_change_to_the_sessions() {
+    let mut e = engine(1, UnknownPolicy::Captive);
+    assert_census(&e, "start");
+    // An OFFER outstanding, then three DORAs: one active, two captive over the cap.
+    let out = e.handle_dhcp(
+        0,
+        0,
+        &client_frame(&msg(DhcpMessageType::Discover, 9, 1), None),
+        0,
+    );
+    assert_eq!(replies(&out).len(), 1);
+    assert_census(&e, "an OFFER");
+    let (ip1, _) = dora(&mut e, 1, 0);
+    dora(&mut e, 2, 0);
+    dora(&mut e, 3, 0);
+    assert_census(&e, "three DORAs");
+    let states: Vec<_> = e.census().iter().collect();
+    assert!(states.contains(&(("active", 10), 1)), "{states:?}");
+    assert!(states.contains(&(("captive", 11), 1)), "{states:?}");
+    // 1 releases: releasing, and 2 is promoted in place; then the dataplane confirms.
+    let mut r = msg(DhcpMessageType::Release, 1, 4);
+    r.ciaddr = ip1;
+    e.handle_dhcp(0, 0, &client_frame(&r, None), S);
+    assert_census(&e, "a release and a promotion");
+    let releasing: Vec<SessionId> = e
+        .list(0, 100, |s| s.state.name() == "releasing")
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(releasing.len(), 1);
+    e.removed(releasing[0], 2 * S);
+    assert_census(&e, "the removal");
+    // Renewing at T2, then every lease expires.
+    e.tick(600 * S);
+    assert_census(&e, "T2");
+    e.tick(900 * S);
+    assert_census(&e, "expiry");
+    // The dataplane confirms the expired sessions' removal.
+    let ending: Vec<SessionId> = e.list(0, 100, |_| true).map(|s| s.id).collect();
+    for id in ending {
+        e.removed(id, 901 * S);
+    }
+    assert_census(&e, "the expired sessions' removal");
+    assert_eq!(e.sessions_len(), 0);
+    // Restored sessions are counted too.
+    dora(&mut e, 1, 1000);
+    dora(&mut e, 2, 1000);
+    let stored: Vec<Session> = e.list(0, 100, |_| true).cloned().collect();
+    let mut e2 = engine(1, UnknownPolicy::Captive);
+    assert!(e2.restore(stored, e.next_id()).is_empty());
+    assert_census(&e2, "a restore");
+    assert_eq!(e2.census(), e.census());
+}

@@ -1,6 +1,7 @@
 //! The pure core: no tokio, tonic or kube. Time is injected as Unix nanoseconds.
 
 pub mod aaa;
+pub mod census;
 pub mod dhcp;
 pub mod engine;
 pub mod licence;
