@@ -441,9 +441,11 @@ impl Running {
                 }));
             }
             ApiCmd::Status { reply } => {
+                // From the engine's census: a status call does not walk the sessions on the
+                // thread that serves DHCP.
                 let mut by_state: HashMap<&'static str, usize> = HashMap::new();
-                for s in self.engine.list(0, usize::MAX, |_| true) {
-                    *by_state.entry(s.state.name()).or_default() += 1;
+                for ((state, _), n) in self.engine.census().iter() {
+                    *by_state.entry(state).or_default() += n as usize;
                 }
                 let (active, waiting) = self.engine.admission_counts();
                 let _ = reply.send(StatusView {
