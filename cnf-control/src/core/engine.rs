@@ -481,6 +481,12 @@ impl Engine {
         let Some(s) = self.sessions.get_mut(&id) else {
             return;
         };
+        if matches!(s.state, State::Releasing { .. }) {
+            // The dataplane has not confirmed the removal yet; the client's retransmission
+            // after that starts a new session. Counted, since it gets no answer now.
+            self.count("DISCOVER while releasing");
+            return;
+        }
         if now_ns < s.last_offer_ns.saturating_add(self.cfg.reoffer_interval_ns)
             && !matches!(s.state, State::Discovering { .. })
         {

@@ -87,6 +87,15 @@ fn release_removes_after_the_dataplane_confirms() {
     assert!(out.contains(&Output::Forget(1)));
     assert_eq!(e.session(1).unwrap().state.name(), "releasing");
     assert!(e.desired(0).is_empty(), "no longer wanted in the dataplane");
+    // A DISCOVER before the dataplane confirms gets no answer, and is counted.
+    let out = e.handle_dhcp(
+        0,
+        0,
+        &client_frame(&msg(DhcpMessageType::Discover, 1, 6), None),
+        10 * S,
+    );
+    assert!(replies(&out).is_empty());
+    assert!(e.counters().contains(&("DISCOVER while releasing", 1)));
     e.removed(1, 11 * S);
     assert_eq!(e.sessions_len(), 0);
 }
