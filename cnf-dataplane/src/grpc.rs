@@ -14,6 +14,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::control::Control;
 use crate::control::convert;
+use crate::control::shadow::SlotIds;
 use crate::doorbell::Doorbell;
 use crate::io::InjectRecord;
 use crate::packet::PortId;
@@ -157,8 +158,9 @@ impl DataplaneService {
     /// burst plus a second one to hand the frames to the stream's task: 10-13 µs of the
     /// dataplane's CPU per DORA in the DHCP bench.
     pub async fn punt_pump(self, mut rings: Vec<rtrb::Consumer<PuntRecord>>, mut wait: TaskWait) {
+        let ids = self.control.lock().await.shadow.slot_ids();
         loop {
-            match self.drain(&mut rings).await {
+            match self.drain(&mut rings, &ids) {
                 0 => {
                     wait.wait(tokio::time::Instant::now() + task_bell::RECHECK)
                         .await
@@ -171,8 +173,9 @@ impl DataplaneService {
     }
 
     /// Move up to [`PUMP_BATCH`] records from the rings to the Punt stream; returns how many
-    /// were taken.
-    async fn drain(&self, rings: &mut [rtrb::Consumer<PuntRecord>]) -> usize {
+    /// were taken. Takes no lock but the stream's (a programming call may hold the control
+    /// lock for as long as the workers take to acknowledge).
+    fn drain(&self, rings: &mut [rtrb::Consumer<PuntRecord>], ids: &SlotIds) -> usize {
         let mut moved = 0;
         let tx = self.subscriber.lock().ok().and_then(|s| s.clone());
         for ring in rings.iter_mut() {
@@ -185,12 +188,7 @@ impl DataplaneService {
                 let session_id = if rec.slot == NO_SLOT {
                     0
                 } else {
-                    self.control
-                        .lock()
-                        .await
-                        .shadow
-                        .id_of_slot(rec.slot)
-                        .unwrap_or(0)
+                    ids.get(rec.slot).unwrap_or(0)
                 };
                 let frame = pb::PuntedFrame {
                     port: rec.port as u32,

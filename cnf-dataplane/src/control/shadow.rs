@@ -7,6 +7,8 @@
 //! sessions through gRPC and checks them against traffic).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use kbng_api::ApiError;
 use kbng_api::v1 as pb;
@@ -42,6 +44,33 @@ pub struct InstallOutcome {
     pub unchanged: u32,
 }
 
+/// The session id in each slot, readable without the control lock: the punt pump attributes
+/// punted frames with it while a programming call may hold the lock, waiting for the workers
+/// to acknowledge (before, every punted frame of a session waited behind that call, and
+/// every frame after it in the rings). One writer, the shadow, under the lock.
+#[derive(Debug, Clone)]
+pub struct SlotIds(Arc<[AtomicU64]>);
+
+impl SlotIds {
+    fn new(slots: u32) -> Self {
+        Self((0..slots).map(|_| AtomicU64::new(0)).collect())
+    }
+
+    /// The session in `slot`, `None` when the slot is free or out of range.
+    pub fn get(&self, slot: u32) -> Option<u64> {
+        self.0
+            .get(slot as usize)
+            .map(|id| id.load(Ordering::Relaxed))
+            .filter(|&id| id != 0)
+    }
+
+    fn set(&self, slot: u32, id: u64) {
+        if let Some(x) = self.0.get(slot as usize) {
+            x.store(id, Ordering::Relaxed);
+        }
+    }
+}
+
 /// The shadow tables.
 #[derive(Debug)]
 pub struct Shadow {
@@ -51,7 +80,7 @@ pub struct Shadow {
     by_ip: FastMap<u32, u64>,
     free: Vec<u32>,
     next_slot: u32,
-    slot_ids: Vec<u64>,
+    slot_ids: SlotIds,
     plan_capacity: u16,
     plans: BTreeMap<u32, ShadowPlan>,
     plan_users: HashMap<u32, u32>,
@@ -70,7 +99,7 @@ impl Shadow {
             by_ip: FastMap::default(),
             free: Vec::new(),
             next_slot: 0,
-            slot_ids: Vec::new(),
+            slot_ids: SlotIds::new(capacity),
             plan_capacity,
             plans: BTreeMap::new(),
             plan_users: HashMap::new(),
@@ -98,10 +127,11 @@ impl Shadow {
     }
     /// Session id in a slot (for punt attribution).
     pub fn id_of_slot(&self, slot: u32) -> Option<u64> {
-        self.slot_ids
-            .get(slot as usize)
-            .copied()
-            .filter(|id| *id != 0)
+        self.slot_ids.get(slot)
+    }
+    /// A handle on the slot → session id map that reads without the control lock.
+    pub fn slot_ids(&self) -> SlotIds {
+        self.slot_ids.clone()
     }
     /// Session id by upstream key.
     pub fn id_by_key(&self, key: &SessionKey) -> Option<u64> {
@@ -227,10 +257,7 @@ impl Shadow {
                 }
             };
             self.sessions.insert(s.id, (*s, slot));
-            if self.slot_ids.len() <= slot as usize {
-                self.slot_ids.resize(slot as usize + 1, 0);
-            }
-            self.slot_ids[slot as usize] = s.id;
+            self.slot_ids.set(slot, s.id);
             self.by_key.insert(s.key, s.id);
             self.by_ip.insert(s.ipv4, s.id);
             if s.plan_id != 0 {
@@ -309,9 +336,7 @@ impl Shadow {
                 *u = u.saturating_sub(1);
             }
             self.free.push(slot);
-            if let Some(x) = self.slot_ids.get_mut(slot as usize) {
-                *x = 0;
-            }
+            self.slot_ids.set(slot, 0);
             out.push(Command::RemoveSession { slot });
             n += 1;
         }
@@ -513,6 +538,21 @@ mod tests {
         assert_eq!(p1.last().map(|s| s.id), Some(20));
         let p3 = sh.page(40, 20);
         assert_eq!(p3.len(), 10);
+    }
+
+    #[test]
+    fn a_slot_ids_handle_sees_installs_and_removals_made_after_it_was_taken() {
+        let mut sh = Shadow::new(4, 8);
+        let ids = sh.slot_ids();
+        let mut cmds = Vec::new();
+        sh.install_sessions(&[spec(7), spec(8)], &mut cmds).unwrap();
+        let (s7, s8) = (sh.slot(7).unwrap(), sh.slot(8).unwrap());
+        assert_eq!((ids.get(s7), ids.get(s8)), (Some(7), Some(8)));
+        sh.remove_sessions(&[7], &mut cmds).unwrap();
+        assert_eq!(ids.get(s7), None);
+        assert_eq!(ids.get(4), None, "out of range");
+        sh.install_sessions(&[spec(9)], &mut cmds).unwrap();
+        assert_eq!(ids.get(sh.slot(9).unwrap()), Some(9));
     }
 
     #[test]
