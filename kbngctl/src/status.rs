@@ -123,7 +123,7 @@ pub fn run(server: &ServerArgs, args: StatusArgs) -> anyhow::Result<ExitCode> {
             if counted.is_empty() {
                 println!("  node counters: none non-zero");
             } else {
-                println!("  node counters (drops and punts by reason):");
+                println!("  node and port counters (non-zero, by reason):");
                 for r in counted {
                     println!(
                         "    {:<20} {:<30} {}",
