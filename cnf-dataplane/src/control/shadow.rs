@@ -125,11 +125,8 @@ impl Shadow {
     pub fn slot(&self, id: u64) -> Option<u32> {
         self.sessions.get(&id).map(|x| x.1)
     }
-    /// Session id in a slot (for punt attribution).
-    pub fn id_of_slot(&self, slot: u32) -> Option<u64> {
-        self.slot_ids.get(slot)
-    }
-    /// A handle on the slot → session id map that reads without the control lock.
+    /// A handle on the slot → session id map (punt attribution) that reads without the
+    /// control lock.
     pub fn slot_ids(&self) -> SlotIds {
         self.slot_ids.clone()
     }
