@@ -244,10 +244,10 @@ pacing: {{ratePerSec: {int(pacing_rate)}, burst: {max(64, int(pacing_rate) // 10
         except (OSError, ValueError):
             return {}
 
-    def all_counters(self):
-        """The control's counters and the dataplane's node and port rows ("node: reason"),
-        or None when either cannot be read."""
-        ctl = self.counters()
+    def all_counters(self, ctl=None):
+        """The control's counters (`ctl` when the caller has just read them) and the
+        dataplane's node and port rows ("node: reason"), or None when either cannot be read."""
+        ctl = self.counters() if ctl is None else ctl
         try:
             with urllib.request.urlopen(f"http://{self.api}/v1/dataplanes/0/counters",
                                         timeout=5) as r:
@@ -289,15 +289,16 @@ class Cost:
         self.server = server
         self.procs = {k: getattr(server, k, None) for k in ("ctl", "dp", "proc")}
         self.cpu = {k: cpu_secs(p.pid) if p else None for k, p in self.procs.items()}
-        self.acks = self.acks_sent() if self.procs["ctl"] else None
-        reader = getattr(server, "all_counters", None)
-        self.counts = reader() if reader else None
+        self.acks, self.counts = self.read()
 
-    def acks_sent(self):
-        """The control's "ACK sent" counter; a counter is listed from its first count on, so
-        a status without it means 0 (a fresh start), and no status at all means unknown."""
-        c = self.server.counters()
-        return c.get("ACK sent", 0) if c else None
+    def read(self):
+        """(The control's "ACK sent" counter, every kbng counter), from one status read;
+        (None, None) for Kea. A counter is listed from its first count on, so a status without
+        "ACK sent" means 0 (a fresh start), and no status at all means unknown (None)."""
+        if self.procs["ctl"] is None:
+            return None, None
+        ctl = self.server.counters()
+        return (ctl.get("ACK sent", 0) if ctl else None), self.server.all_counters(ctl)
 
     def used(self, k):
         """CPU seconds process `k` used since the start, None if unknown."""
@@ -316,16 +317,16 @@ class Cost:
             return out
         out["control_cpu_s"] = used.get("ctl")
         out["dataplane_cpu_s"] = used.get("dp")
-        sent_now = self.acks_sent()
+        sent_now, after = self.read()
         sent = sent_now - self.acks if sent_now is not None and self.acks is not None else None
         out["control_acks_sent"] = sent
         out["control_us_per_ack"] = (round(out["control_cpu_s"] / sent * 1e6, 1)
                                      if sent and out["control_cpu_s"] is not None else None)
-        after = self.server.all_counters() if self.counts is not None else None
         # What every kbng counter gained over the run (a counter is listed from its first count
         # on, so one missing before started at 0): with perfdhcp's drops, where exchanges died.
         out["kbng_counters"] = ({k: v - self.counts.get(k, 0) for k, v in sorted(after.items())
-                                 if v != self.counts.get(k, 0)} if after is not None else None)
+                                 if v != self.counts.get(k, 0)}
+                                if after is not None and self.counts is not None else None)
         return out
 
 
