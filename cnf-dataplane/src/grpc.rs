@@ -495,7 +495,12 @@ impl Dataplane for DataplaneService {
                 // worker starts on a long train before the ring fills).
                 for _ in 0..INJECT_WAKE_BATCH {
                     match inbound.message().now_or_never() {
-                        Some(Ok(Some(f))) => queued |= svc.queue_streamed(&f),
+                        // Not `queued |= ...`: see `PuntRing::deliver` (a rustc miscompile).
+                        Some(Ok(Some(f))) => {
+                            if svc.queue_streamed(&f) {
+                                queued = true;
+                            }
+                        }
                         _ => break,
                     }
                 }

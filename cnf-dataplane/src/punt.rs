@@ -108,7 +108,12 @@ impl PuntSink for PuntRing {
     #[inline]
     fn deliver(&mut self, rec: &PuntRecord) -> bool {
         let ok = self.ring.push(*rec).is_ok();
-        self.pushed |= ok;
+        // Not `self.pushed |= ok`: rustc 1.95 at opt-level 2 and 3 miscompiles that form here
+        // (a refused push after a reported one read back as pushed; the test below fails in
+        // release builds with it), a bool compound assignment like rust-lang/rust#150904.
+        if ok {
+            self.pushed = true;
+        }
         ok
     }
 }
