@@ -91,12 +91,16 @@ pub struct Shadow {
 
 impl Shadow {
     /// A shadow for `capacity` sessions and `plan_capacity` plan slots (slot 0 reserved).
+    /// The key and address indexes are sized for `capacity` at start, like the workers'
+    /// tables: growing them by rehash held the control thread for milliseconds at a few
+    /// hundred thousand sessions, with an install call's lock held.
     pub fn new(capacity: u32, plan_capacity: u16) -> Self {
+        let room = capacity as usize;
         Self {
             capacity,
             sessions: BTreeMap::new(),
-            by_key: FastMap::default(),
-            by_ip: FastMap::default(),
+            by_key: FastMap::with_capacity_and_hasher(room, Default::default()),
+            by_ip: FastMap::with_capacity_and_hasher(room, Default::default()),
             free: Vec::new(),
             next_slot: 0,
             slot_ids: SlotIds::new(capacity),
@@ -483,6 +487,24 @@ mod tests {
             .unwrap_err();
         assert_eq!(e.code(), tonic::Code::ResourceExhausted);
         assert_eq!(sh.len(), 2);
+    }
+
+    #[test]
+    fn filling_to_capacity_never_regrows_the_indexes() {
+        let mut sh = Shadow::new(3000, 8);
+        let room = (sh.by_key.capacity(), sh.by_ip.capacity());
+        assert!(room.0 >= 3000 && room.1 >= 3000, "{room:?}");
+        let specs: Vec<_> = (1..=3000u64)
+            .map(|id| {
+                let mut s = spec(id);
+                s.key.mac[4] = (id >> 8) as u8;
+                s
+            })
+            .collect();
+        let mut cmds = Vec::new();
+        sh.install_sessions(&specs, &mut cmds).unwrap();
+        assert_eq!(sh.len(), 3000);
+        assert_eq!((sh.by_key.capacity(), sh.by_ip.capacity()), room);
     }
 
     #[test]
