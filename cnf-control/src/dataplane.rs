@@ -55,6 +55,8 @@ pub enum DpEvent {
     Up {
         dataplane: u32,
         port_macs: Vec<(u32, [u8; 6])>,
+        /// Sessions the dataplane's tables hold (its identity's `session_capacity`).
+        session_capacity: u64,
         desired: oneshot::Sender<Vec<DpSession>>,
     },
     Removed {
@@ -449,6 +451,7 @@ async fn session(
         .send(DpEvent::Up {
             dataplane: index,
             port_macs,
+            session_capacity: id.session_capacity,
             desired: dtx,
         })
         .await

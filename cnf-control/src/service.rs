@@ -384,11 +384,14 @@ impl Running {
             DpEvent::Up {
                 dataplane,
                 port_macs,
+                session_capacity,
                 desired,
             } => {
                 for (port, mac) in port_macs {
                     self.engine.set_port_mac(dataplane, port, mac);
                 }
+                self.engine
+                    .set_dataplane_capacity(dataplane, session_capacity);
                 let _ = desired.send(self.engine.desired(dataplane));
             }
             DpEvent::Removed { ids } => {

@@ -406,3 +406,31 @@ fn the_census_follows_every_change_to_the_sessions() {
     assert_census(&e2, "a restore");
     assert_eq!(e2.census(), e.census());
 }
+
+#[test]
+fn the_subscriber_index_is_sized_for_the_dataplanes_and_the_pools() {
+    let mut e = engine(10, UnknownPolicy::Captive);
+    assert!(
+        e.by_key.capacity() < 200,
+        "nothing reserved before a dataplane reports"
+    );
+    e.set_dataplane_capacity(0, 100);
+    let at_100 = e.by_key.capacity();
+    assert!(at_100 >= 100, "{at_100}");
+    e.set_dataplane_capacity(1, 150);
+    let at_250 = e.by_key.capacity();
+    assert!(at_250 >= 250 && at_250 > at_100, "{at_250}");
+    // The /24 pool (less its excluded /31) addresses 252 sessions: a million-session
+    // dataplane does not make the index reserve a million.
+    e.set_dataplane_capacity(0, 1_000_000);
+    let bounded = e.by_key.capacity();
+    assert!((252..4096).contains(&bounded), "{bounded}");
+    let (_, _) = dora(&mut e, 1, 1);
+    assert_eq!(e.by_key.capacity(), bounded, "a session does not regrow it");
+    // The admission ledger holds active sessions only: no more than the cap of 10.
+    let active = e.admission.active.capacity();
+    assert!((10..200).contains(&active), "{active}");
+    let _ = e.set_cap(cap(1000), S);
+    let raised = e.admission.active.capacity();
+    assert!((252..4096).contains(&raised), "{raised}");
+}

@@ -197,7 +197,7 @@ pub enum Admit {
 #[derive(Debug, Clone)]
 pub struct Admission {
     cap: Cap,
-    active: FastSet<SessionId>,
+    pub(super) active: FastSet<SessionId>,
     /// Waiting known subscribers, oldest first. Lazy deletion via `waiting_set`.
     queue: VecDeque<SessionId>,
     waiting_set: BTreeSet<SessionId>,
@@ -245,6 +245,12 @@ impl Admission {
             self.waiting_set.insert(id);
             Admit::Captive
         }
+    }
+
+    /// Room for `sessions` active sessions (no more than the cap admits) without rehashing.
+    pub fn reserve(&mut self, sessions: usize) {
+        let n = sessions.min(usize::try_from(self.cap.max_sessions).unwrap_or(usize::MAX));
+        self.active.reserve(n.saturating_sub(self.active.len()));
     }
 
     /// Count `id` as active without checking the cap (restore of a persisted active session).
