@@ -200,7 +200,7 @@ fn measure(clients: u32) -> anyhow::Result<(f64, u32)> {
 /// sessions before the call), longest first. A call that stalls for milliseconds holds the
 /// engine's thread while punted frames queue behind it, so this, not the mean, decides
 /// where the punt queue overflows first.
-fn longest_calls(clients: u32, keep: usize) -> anyhow::Result<Vec<(f64, u32)>> {
+fn longest_calls(clients: u32, keep: usize) -> anyhow::Result<(Vec<(f64, u32)>, f64)> {
     let mut e = engine(clients)?;
     let discovers = (0..clients)
         .map(discover)
@@ -217,7 +217,27 @@ fn longest_calls(clients: u32, keep: usize) -> anyhow::Result<Vec<(f64, u32)>> {
             worst.truncate(keep);
         }
     }
-    Ok(worst)
+    Ok((worst, find_by_address_us(&e, clients)))
+}
+
+/// Mean µs for the engine to find a session by address (an RFC 5176 request's
+/// Framed-IP-Address) among `clients` offered sessions, over 1,000 addresses spread over
+/// the pool's first `clients` hosts.
+fn find_by_address_us(e: &Engine, clients: u32) -> f64 {
+    let base = u32::from(Ipv4Addr::new(100, 64, 0, 2));
+    let step = (clients / 1000).max(1);
+    let t = Instant::now();
+    let mut found = 0u32;
+    for k in 0..1000u32 {
+        let ip = Ipv4Addr::from(base + (k * step) % clients.max(1));
+        found += u32::from(e.find(Some(ip), None).is_some());
+    }
+    let us = t.elapsed().as_secs_f64() * 1e6 / 1000.0;
+    assert!(
+        found > 0,
+        "no address found: the wave assigned none of them"
+    );
+    us
 }
 
 /// Instructions per DORA under callgrind, counting only `run_doras`.
@@ -269,7 +289,7 @@ fn main() -> anyhow::Result<()> {
     }
     let n: u32 = env_or("KBNG_ENGINE_DORAS", 20_000);
     let (ns, doras) = measure(n)?;
-    let longest = longest_calls(n, 5)?;
+    let (longest, find_us) = longest_calls(n, 5)?;
     let use_callgrind = env_or("KBNG_BENCH_CALLGRIND", 1) != 0
         && Command::new("valgrind")
             .arg("--version")
@@ -290,6 +310,11 @@ fn main() -> anyhow::Result<()> {
             "note": "wall time on a shared machine: compare builds by the callgrind count",
         },
         "callgrind": cg,
+        "find_by_address": {
+            "us_per_lookup": find_us,
+            "sessions": n,
+            "note": "Engine::find by address after the DISCOVER wave, mean of 1,000 lookups",
+        },
         "longest_discover_calls": {
             "calls": longest.iter().map(|(us, at)| json!({"us": us, "sessions_before": at}))
                 .collect::<Vec<_>>(),

@@ -161,6 +161,9 @@ pub struct Engine {
     /// Sessions per state and plan, kept with `sessions` (the gauges read it).
     census: Census,
     by_key: FastMap<SubscriberKey, SessionId>,
+    /// Address -> the session holding it, kept with `sessions` (RFC 5176 requests name a
+    /// session by Framed-IP-Address; finding it by walking every session held this thread).
+    by_ip: FastMap<Ipv4Addr, SessionId>,
     per_line: FastMap<Line, u32>,
     timers: BTreeSet<(u64, SessionId)>,
     quarantine: VecDeque<(u64, Ipv4Addr)>,
@@ -215,6 +218,7 @@ impl Engine {
             sessions: BTreeMap::new(),
             census: Census::default(),
             by_key: FastMap::default(),
+            by_ip: FastMap::default(),
             per_line: FastMap::default(),
             timers: BTreeSet::new(),
             quarantine: VecDeque::new(),
@@ -284,6 +288,8 @@ impl Engine {
         self.session_room = usize::try_from(want).unwrap_or(usize::MAX);
         self.by_key
             .reserve(self.session_room.saturating_sub(self.by_key.len()));
+        self.by_ip
+            .reserve(self.session_room.saturating_sub(self.by_ip.len()));
         self.admission.reserve(self.session_room);
     }
 
@@ -367,6 +373,7 @@ impl Engine {
                 self.timers.insert((d, s.id));
             }
             self.census.add(&s.state);
+            self.index_ip(s.id, None, s.state.ip());
             self.sessions.insert(s.id, s);
         }
         problems
@@ -645,6 +652,7 @@ impl Engine {
         self.by_key.insert(key, id);
         *self.per_line.entry(line).or_default() += 1;
         self.census.add(&s.state);
+        self.index_ip(id, None, s.state.ip());
         self.sessions.insert(id, s);
         self.changed(id, out);
         self.schedule(id);
@@ -784,8 +792,10 @@ impl Engine {
         };
         let (next, actions) = session::step(old_state, ev, now_ns, lease_secs);
         self.census.moved(&s.state, &next);
+        let ips = (s.state.ip(), next.ip());
         s.state = next;
         let after = s.state.name();
+        self.index_ip(id, ips.0, ips.1);
         for a in actions {
             self.act(id, a, pool, now_ns, out);
         }
@@ -813,6 +823,7 @@ impl Engine {
     fn drop_session(&mut self, id: SessionId) {
         if let Some(s) = self.sessions.remove(&id) {
             self.census.remove(&s.state);
+            self.index_ip(id, s.state.ip(), None);
             if self.by_key.get(&s.key) == Some(&id) {
                 self.by_key.remove(&s.key);
                 self.relay_acks.remove(&s.key);
@@ -823,6 +834,21 @@ impl Engine {
                     self.per_line.remove(&s.line);
                 }
             }
+        }
+    }
+
+    /// Session `id` went from holding address `from` to holding `to`.
+    fn index_ip(&mut self, id: SessionId, from: Option<Ipv4Addr>, to: Option<Ipv4Addr>) {
+        if from == to {
+            return;
+        }
+        if let Some(ip) = from
+            && self.by_ip.get(&ip) == Some(&id)
+        {
+            self.by_ip.remove(&ip);
+        }
+        if let Some(ip) = to {
+            self.by_ip.insert(ip, id);
         }
     }
 
@@ -1033,8 +1059,14 @@ impl Engine {
         out
     }
 
-    /// Find a session by address or MAC (CoA identification).
+    /// Find a session by address or MAC (CoA identification). By address it is one lookup;
+    /// by MAC alone it walks the sessions (a MAC is not unique across lines).
     pub fn find(&self, ip: Option<Ipv4Addr>, mac: Option<MacAddr>) -> Option<SessionId> {
+        if let Some(ip) = ip {
+            let id = *self.by_ip.get(&ip)?;
+            let s = self.sessions.get(&id)?;
+            return mac.is_none_or(|m| s.mac == m).then_some(id);
+        }
         self.sessions
             .values()
             .find(|s| {

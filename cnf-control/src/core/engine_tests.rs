@@ -351,6 +351,14 @@ fn drain_brings_sessions_to_zero() {
 fn assert_census(e: &Engine, when: &str) {
     let fresh = crate::core::census::Census::of(e.list(0, usize::MAX, |_| true).map(|s| &s.state));
     assert_eq!(e.census(), &fresh, "census after {when}");
+    let walked: FastMap<Ipv4Addr, SessionId> = e
+        .list(0, usize::MAX, |_| true)
+        .filter_map(|s| Some((s.state.ip()?, s.id)))
+        .collect();
+    assert_eq!(e.by_ip, walked, "address index after {when}");
+    for (ip, id) in walked {
+        assert_eq!(e.find(Some(ip), None), Some(id), "find {ip} after {when}");
+    }
 }
 
 #[test]
