@@ -1,0 +1,73 @@
+//! The service's own paths, without workers: the inject ring seen from the Punt stream.
+
+use super::*;
+
+fn service(ring: rtrb::Producer<InjectRecord>) -> DataplaneService {
+    let (applied, _bells) = task_bell::pair().expect("socket pair");
+    let control = Control {
+        shadow: crate::control::shadow::Shadow::new(4, 4),
+        workers: Vec::new(),
+        tsc_hz: 1,
+        resolver: None,
+        applied,
+        ports: Vec::new(),
+    };
+    DataplaneService::new(
+        Arc::new(Mutex::new(control)),
+        pb::Identity::default(),
+        Some((ring, Doorbell::default())),
+    )
+}
+
+fn counter(svc: &DataplaneService, name: &str) -> u64 {
+    let mut v = Vec::new();
+    svc.paths.snapshot(&mut v);
+    v.iter()
+        .find(|(_, c, _)| *c == name)
+        .map(|(_, _, n)| *n)
+        .unwrap_or_else(|| panic!("no counter {name}: {v:?}"))
+}
+
+const DELAYED: &str = "inject delayed: no room in ring";
+const DROPPED: &str = "inject dropped: bad frame or ring full";
+
+#[tokio::test]
+async fn a_full_inject_ring_holds_a_streamed_frame_back_then_drops_it() {
+    let (tx, mut rx) = rtrb::RingBuffer::<InjectRecord>::new(1);
+    let svc = service(tx);
+    let frame = pb::InjectedFrame {
+        port: 0,
+        frame: vec![0x5a; 60],
+    };
+    assert!(svc.queue_streamed(&frame).await, "room for one");
+    assert_eq!((counter(&svc, DELAYED), counter(&svc, DROPPED)), (0, 0));
+
+    // The worker frees the slot while the second frame waits: it is delayed, not lost.
+    let worker = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        let first = rx.pop().expect("the first frame");
+        assert_eq!(usize::from(first.len), 60);
+        rx
+    });
+    assert!(
+        svc.queue_streamed(&frame).await,
+        "queued once room appeared"
+    );
+    let rx = worker.await.expect("worker task");
+    assert_eq!((counter(&svc, DELAYED), counter(&svc, DROPPED)), (1, 0));
+    assert_eq!(rx.slots(), 1, "the second frame is in the ring");
+
+    // Nobody drains: the third frame waits its bounded time, then is dropped and counted.
+    let t = std::time::Instant::now();
+    assert!(!svc.queue_streamed(&frame).await);
+    assert!(t.elapsed() >= std::time::Duration::from_millis(u64::from(INJECT_FULL_WAITS)));
+    assert_eq!((counter(&svc, DELAYED), counter(&svc, DROPPED)), (2, 1));
+
+    // A frame for a port that does not exist is dropped at once, not held back.
+    let bad = pb::InjectedFrame {
+        port: 7,
+        frame: vec![0x5a; 60],
+    };
+    assert!(!svc.queue_streamed(&bad).await);
+    assert_eq!((counter(&svc, DELAYED), counter(&svc, DROPPED)), (2, 2));
+}
