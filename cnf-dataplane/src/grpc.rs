@@ -30,6 +30,10 @@ pub const PAGE_DEFAULT: usize = 1000;
 /// Maximum page of `ListSessions`.
 pub const PAGE_MAX: usize = 10_000;
 
+const PUNT_NO_STREAM: &str = "punt dropped: no Punt stream";
+const PUNT_STREAM_FULL: &str = "punt dropped: Punt stream full";
+const INJECT_DROPPED: &str = "inject dropped: bad frame or ring full";
+
 /// Drops on the control thread's own paths (the workers count theirs per node): exported with
 /// the node counters as node "control-path". Atomic adds: several tasks may write.
 #[derive(Debug, Default)]
@@ -44,25 +48,27 @@ impl ControlPathCounters {
     fn inc(c: &std::sync::atomic::AtomicU64) {
         c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
+    /// (reason, frames) of every drop among them (not the delays), for telemetry.
+    pub fn drops(&self) -> [(&'static str, u64); 3] {
+        let get = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        [
+            (PUNT_NO_STREAM, get(&self.punt_no_stream)),
+            (PUNT_STREAM_FULL, get(&self.punt_stream_full)),
+            (INJECT_DROPPED, get(&self.inject_dropped)),
+        ]
+    }
+
     /// (node, counter, value) for every counter.
     pub fn snapshot(&self, out: &mut Vec<(&'static str, &'static str, u64)>) {
         let get = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
         out.extend([
+            ("control-path", PUNT_NO_STREAM, get(&self.punt_no_stream)),
             (
                 "control-path",
-                "punt dropped: no Punt stream",
-                get(&self.punt_no_stream),
-            ),
-            (
-                "control-path",
-                "punt dropped: Punt stream full",
+                PUNT_STREAM_FULL,
                 get(&self.punt_stream_full),
             ),
-            (
-                "control-path",
-                "inject dropped: bad frame or ring full",
-                get(&self.inject_dropped),
-            ),
+            ("control-path", INJECT_DROPPED, get(&self.inject_dropped)),
             (
                 "control-path",
                 "inject delayed: no room in ring",
@@ -106,6 +112,11 @@ impl DataplaneService {
             inject_bell,
             paths: Arc::default(),
         }
+    }
+
+    /// The control path's counters (shared: telemetry reads them).
+    pub fn control_paths(&self) -> Arc<ControlPathCounters> {
+        Arc::clone(&self.paths)
     }
 
     /// Queue a frame for transmission on `port` (by worker 0) and wake the worker; `false` if

@@ -70,4 +70,8 @@ async fn a_full_inject_ring_holds_a_streamed_frame_back_then_drops_it() {
     };
     assert!(!svc.queue_streamed(&bad).await);
     assert_eq!((counter(&svc, DELAYED), counter(&svc, DROPPED)), (2, 2));
+    // Telemetry's view: the drops, not the delays.
+    let drops = svc.control_paths().drops();
+    assert!(drops.contains(&(DROPPED, 2)), "{drops:?}");
+    assert!(drops.iter().all(|(r, _)| *r != DELAYED), "{drops:?}");
 }

@@ -624,8 +624,8 @@ async fn control_main(
     run_seconds: Option<u64>,
 ) -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
-    kbng_dataplane::observe::start(Arc::clone(&control)).await?;
-    let svc = DataplaneService::new(control, identity, Some(inject));
+    let svc = DataplaneService::new(Arc::clone(&control), identity, Some(inject));
+    kbng_dataplane::observe::start(control, svc.control_paths()).await?;
     tokio::spawn(svc.clone().punt_pump(punt.0, punt.1));
     if let Some(r) = resolver {
         tokio::spawn(resolve_next_hop(r, svc.clone()));

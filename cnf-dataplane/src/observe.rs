@@ -28,13 +28,14 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use kbng_telemetry::metrics::{
-    Colour, DataplaneMetrics, DataplaneSnapshot, Direction, DropCount, NodeRuntime, PolicerCount,
-    PortCount, WorkerStats as WorkerSnapshot,
+    Colour, ControlPathDrop, DataplaneMetrics, DataplaneSnapshot, Direction, DropCount,
+    NodeRuntime, PolicerCount, PortCount, WorkerStats as WorkerSnapshot,
 };
 use kbng_telemetry::{PrometheusExporter, TelemetryConfig, TelemetryError, TelemetryGuard};
 
 use crate::control::Control;
 use crate::counters::{SessionCounts, WorkerStats};
+use crate::grpc::ControlPathCounters;
 use crate::pipeline::PipelineCounters;
 use crate::tables::SessionCounterArray;
 
@@ -218,8 +219,11 @@ pub fn init(
 
 /// On the control thread's runtime: registers the dataplane's instruments, starts the task
 /// that reads the workers' counters every [`POLL_INTERVAL`], and serves `/metrics` when asked.
-/// A no-op without [`init`].
-pub async fn start(control: Arc<tokio::sync::Mutex<Control>>) -> Result<(), ObserveError> {
+/// `paths` are the main core's own drop counters. A no-op without [`init`].
+pub async fn start(
+    control: Arc<tokio::sync::Mutex<Control>>,
+    paths: Arc<ControlPathCounters>,
+) -> Result<(), ObserveError> {
     let Some(shared) = SHARED.get() else {
         return Ok(());
     };
@@ -240,7 +244,10 @@ pub async fn start(control: Arc<tokio::sync::Mutex<Control>>) -> Result<(), Obse
     });
     tokio::spawn(async move {
         let _keep = (instruments, server);
-        let mut poller = Poller::default();
+        let mut poller = Poller {
+            paths: Some(paths),
+            ..Poller::default()
+        };
         loop {
             let t = std::time::Instant::now();
             let s = poller.poll(&control).await;
@@ -295,6 +302,8 @@ pub struct Poller {
     scratch: Vec<(u32, u64, u32)>,
     /// The ports' counters as (port, counter, value), read each poll.
     ports: Vec<(&'static str, &'static str, u64)>,
+    /// The main core's control-path counters (none in tests that do not need them).
+    paths: Option<Arc<ControlPathCounters>>,
 }
 
 impl Poller {
@@ -483,10 +492,17 @@ impl Poller {
                 packets,
             })
             .collect();
+        let control_path = self
+            .paths
+            .iter()
+            .flat_map(|p| p.drops())
+            .map(|(reason, frames)| ControlPathDrop { reason, frames })
+            .collect();
         DataplaneSnapshot {
             workers,
             policer,
             ports,
+            control_path,
         }
     }
 }

@@ -155,3 +155,28 @@ fn a_counter_below_its_last_value_was_reset() {
     assert_eq!(grown(3, 9), 3);
     assert_eq!(grown(0, 0), 0);
 }
+
+#[test]
+fn the_control_paths_drops_are_in_the_snapshot_and_only_its_drops() {
+    let paths = Arc::new(crate::grpc::ControlPathCounters::default());
+    let poller = Poller {
+        paths: Some(Arc::clone(&paths)),
+        ..Poller::default()
+    };
+    let got: Vec<&str> = poller
+        .snapshot()
+        .control_path
+        .iter()
+        .map(|d| d.reason)
+        .collect();
+    let mut rows = Vec::new();
+    paths.snapshot(&mut rows);
+    let drops: Vec<&str> = rows
+        .iter()
+        .map(|(_, c, _)| *c)
+        .filter(|c| c.contains("dropped"))
+        .collect();
+    assert_eq!(got, drops, "every drop row of GetCounters, in order");
+    assert_eq!(got.len(), 3);
+    assert!(Poller::default().snapshot().control_path.is_empty());
+}

@@ -8,9 +8,9 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use kbng_telemetry::metrics::{
-    AaaBackend, AaaResult, Colour, ControlMetrics, DataplaneMetrics, DataplaneSnapshot, Direction,
-    DropCount, NodeRuntime, OperatorMetrics, Outcome, PolicerCount, PortCount, SessionState,
-    WorkerStats,
+    AaaBackend, AaaResult, Colour, ControlMetrics, ControlPathDrop, DataplaneMetrics,
+    DataplaneSnapshot, Direction, DropCount, NodeRuntime, OperatorMetrics, Outcome, PolicerCount,
+    PortCount, SessionState, WorkerStats,
 };
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
@@ -46,6 +46,10 @@ fn snapshot() -> DataplaneSnapshot {
             port: "port-access",
             counter: "rx missed",
             packets: 11,
+        }],
+        control_path: vec![ControlPathDrop {
+            reason: "inject dropped: bad frame or ring full",
+            frames: 4,
         }],
     }
 }
@@ -138,6 +142,7 @@ async fn metrics_endpoint_serves_valid_prometheus_text() {
         r#"kbng_dataplane_node_cycles_total{node="ethernet-input",worker="0"} 90000"#,
         r#"kbng_policer_packets_total{colour="red",direction="down",plan="gold"} 5"#,
         r#"kbng_dataplane_port_packets_total{counter="rx missed",port="port-access"} 11"#,
+        r#"kbng_dataplane_control_path_drops_total{reason="inject dropped: bad frame or ring full"} 4"#,
     ] {
         assert!(
             body.lines().any(|l| l == line),

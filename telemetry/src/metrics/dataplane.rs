@@ -90,6 +90,18 @@ pub struct DataplaneSnapshot {
     pub policer: Vec<PolicerCount>,
     /// One entry per (port, counter).
     pub ports: Vec<PortCount>,
+    /// Drops on the main core's control path (punted frames with no stream to go to,
+    /// replies that could not be queued for transmit), one entry per reason.
+    pub control_path: Vec<ControlPathDrop>,
+}
+
+/// Frames the main core's control path dropped for one reason, since start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ControlPathDrop {
+    /// The counter's display string (`"inject dropped: bad frame or ring full"`).
+    pub reason: &'static str,
+    /// Frames dropped.
+    pub frames: u64,
 }
 
 type Source = Arc<dyn Fn() -> DataplaneSnapshot + Send + Sync>;
@@ -112,7 +124,7 @@ fn worker(w: &WorkerStats) -> KeyValue {
 
 impl DataplaneMetrics {
     /// Registers the dataplane's instruments on `meter`, all reading from `source`. The
-    /// closure runs once per instrument per collection (eight instruments, so eight calls per export or scrape), on
+    /// closure runs once per instrument per collection (nine instruments, so nine calls per export or scrape), on
     /// the collecting thread: it should only read the workers' counters.
     pub fn register<F>(meter: &Meter, source: F) -> Self
     where
@@ -218,6 +230,18 @@ impl DataplaneMetrics {
                                 KeyValue::new("counter", p.counter),
                             ],
                         );
+                    }
+                },
+            ),
+            counter(
+                "kbng.dataplane.control_path.drops",
+                "{frame}",
+                "Frames the dataplane's main core dropped between the workers and the control \
+                 (DHCP and ARP punted with no Punt stream or a full one, replies that could \
+                 not be queued for transmit), per reason.",
+                |s, _, out| {
+                    for d in &s.control_path {
+                        out(d.frames, &[KeyValue::new("reason", d.reason)]);
                     }
                 },
             ),

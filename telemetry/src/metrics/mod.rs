@@ -29,6 +29,7 @@
 //! | `kbng.dataplane.node.vectors` | `kbng_dataplane_node_vectors_total` | `worker`, `node` |
 //! | `kbng.dataplane.node.cycles` | `kbng_dataplane_node_cycles_total` | `worker`, `node` |
 //! | `kbng.dataplane.port.packets` | `kbng_dataplane_port_packets_total` | `port`, `counter` |
+//! | `kbng.dataplane.control_path.drops` | `kbng_dataplane_control_path_drops_total` | `reason` |
 //! | `kbng.policer.packets` | `kbng_policer_packets_total` | `plan`, `direction`, `colour` |
 //! | `kbng.operator.reconcile.duration` (s) | `kbng_operator_reconcile_duration_seconds` | `kind`, `result` |
 //!
@@ -43,8 +44,8 @@ mod labels;
 
 pub use control::{ControlMetrics, OperatorMetrics};
 pub use dataplane::{
-    DataplaneMetrics, DataplaneSnapshot, DropCount, NodeRuntime, PolicerCount, PortCount,
-    WorkerStats,
+    ControlPathDrop, DataplaneMetrics, DataplaneSnapshot, DropCount, NodeRuntime, PolicerCount,
+    PortCount, WorkerStats,
 };
 pub use labels::{
     AaaBackend, AaaResult, Colour, Direction, MAX_PLANS, Outcome, PlanLabels, SessionState,

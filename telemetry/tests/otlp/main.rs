@@ -122,6 +122,7 @@ async fn otlp_child() {
         }],
         policer: vec![],
         ports: vec![],
+        control_path: vec![],
     });
     drop(guard); // flushes every exporter before the process exits
 }
