@@ -169,7 +169,7 @@ pub struct Engine {
     quarantine: VecDeque<(u64, Ipv4Addr)>,
     sticky: FastMap<SubscriberKey, Ipv4Addr>,
     port_macs: FastMap<(u32, u32), WireMac>,
-    /// Session capacity each connected dataplane reported (sizes `by_key`).
+    /// Session capacity each connected dataplane reported (sizes the session indexes).
     capacities: FastMap<u32, u64>,
     /// The sessions the indexes are sized for (from `capacities`).
     session_room: usize,
@@ -274,9 +274,9 @@ impl Engine {
         self.port_macs.insert((dataplane, port), WireMac(mac));
     }
 
-    /// Record that `dataplane` holds up to `sessions` sessions and size the subscriber index
-    /// for all dataplanes' sessions (no more than the pools can address, in server mode), so
-    /// that filling it never rehashes: at 229,376 and 458,752 sessions a rehash held this
+    /// Record that `dataplane` holds up to `sessions` sessions and size the session indexes
+    /// (subscriber, address, admission) for all dataplanes' sessions (no more than the pools
+    /// can address, in server mode), so that filling them never rehashes: at 229,376 and 458,752 sessions a rehash held this
     /// thread for 7.6 and 16 ms (engine_dora bench), while punted frames queued behind it.
     pub fn set_dataplane_capacity(&mut self, dataplane: u32, sessions: u64) {
         self.capacities.insert(dataplane, sessions);
