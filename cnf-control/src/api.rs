@@ -8,7 +8,7 @@
 //! | GET | /v1/sessions/{id}/counters | its dataplane counters |
 //! | DELETE | /v1/sessions/{id} | release it (locally and in the dataplane) |
 //! | PUT | /v1/sessions/{id}/plan | `{"plan": name}`: change its plan |
-//! | POST | /v1/sessions/drain?max= | release up to `max` (default all) |
+//! | POST | /v1/sessions/drain?max= | release up to `max` (default all), in chunks between which DHCP is served |
 //! | GET | /v1/watch | NDJSON stream of state changes |
 //! | GET | /v1/status | sessions {total, active, captive}, sessionsByPlan, licence, dataplanes' identities, counters |
 //! | GET | /v1/plans | plans with rates and active sessions on each |
@@ -156,10 +156,30 @@ pub struct DrainQuery {
     max: Option<usize>,
 }
 
+/// Sessions one engine call of a drain disconnects. Draining 300,000 sessions in one call held
+/// the engine's thread for 1.05 s (engine_dora bench), and with it the DHCP of everyone else;
+/// chunks of 10,000 took up to 66 ms each, longer than a punt ring lasts at full DHCP load.
+const DRAIN_CHUNK: usize = 2_000;
+
 async fn drain(State(s): State<ApiState>, Query(q): Query<DrainQuery>) -> ApiResult {
-    let max = q.max.unwrap_or(usize::MAX);
-    let (before, remaining) = ask(&s, |reply| ApiCmd::Drain { max, reply }).await?;
-    Ok(Json(json!({ "before": before, "remaining": remaining })).into_response())
+    let mut left = q.max.unwrap_or(usize::MAX);
+    let (mut after, mut before) = (0, None);
+    let remaining = loop {
+        let asked = left.min(DRAIN_CHUNK);
+        let (was, remaining, started, last) = ask(&s, |reply| ApiCmd::Drain {
+            after,
+            max: asked,
+            reply,
+        })
+        .await?;
+        before.get_or_insert(was);
+        left -= started;
+        after = last;
+        if started < asked || left == 0 {
+            break remaining;
+        }
+    };
+    Ok(Json(json!({ "before": before.unwrap_or(0), "remaining": remaining })).into_response())
 }
 
 async fn dataplanes(State(s): State<ApiState>) -> ApiResult {

@@ -143,9 +143,12 @@ pub enum ApiCmd {
         id: SessionId,
         reply: oneshot::Sender<bool>,
     },
+    /// One chunk of a drain: up to `max` sessions after `after`. Replies (sessions before
+    /// the chunk, sessions after it, disconnected, last disconnected).
     Drain {
+        after: SessionId,
         max: usize,
-        reply: oneshot::Sender<(usize, usize)>,
+        reply: oneshot::Sender<(usize, usize, usize, SessionId)>,
     },
     Status {
         reply: oneshot::Sender<StatusView>,
@@ -435,12 +438,13 @@ impl Running {
                     let _ = reply.send(found);
                 }));
             }
-            ApiCmd::Drain { max, reply } => {
+            ApiCmd::Drain { after, max, reply } => {
                 let before = self.engine.sessions_len();
-                let (out, remaining) = self.engine.drain(max, now);
-                self.outputs(out, b);
+                let d = self.engine.drain(after, max, now);
+                let answer = (before, d.remaining, d.started, d.last);
+                self.outputs(d.out, b);
                 b.replies.push(Box::new(move || {
-                    let _ = reply.send((before, remaining));
+                    let _ = reply.send(answer);
                 }));
             }
             ApiCmd::Status { reply } => {

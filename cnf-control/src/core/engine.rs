@@ -1031,21 +1031,29 @@ impl Engine {
         Ok(out)
     }
 
-    /// Disconnect up to `max` sessions (drain); returns the outputs and how many remain.
-    pub fn drain(&mut self, max: usize, now_ns: u64) -> (Vec<Output>, usize) {
+    /// Disconnect up to `max` sessions with ids above `after`, in id order, passing over those
+    /// already releasing (drain). A caller drains everything in chunks, each call starting
+    /// after the previous one's `last`, so that no call holds this thread for long and none
+    /// walks again past the sessions an earlier chunk set releasing.
+    pub fn drain(&mut self, after: SessionId, max: usize, now_ns: u64) -> Drained {
         let ids: Vec<SessionId> = self
             .sessions
-            .values()
+            .range(after.saturating_add(1)..)
+            .map(|(_, s)| s)
             .filter(|s| !matches!(s.state, State::Releasing { .. }))
             .map(|s| s.id)
             .take(max)
             .collect();
         let mut out = Vec::new();
-        for id in ids {
+        for &id in &ids {
             self.event(id, Event::Drain, now_ns, &mut out);
         }
-        let remaining = self.sessions.len();
-        (out, remaining)
+        Drained {
+            out,
+            started: ids.len(),
+            last: ids.last().copied().unwrap_or(after),
+            remaining: self.sessions.len(),
+        }
     }
 
     /// A new licence cap; promotes waiting captive sessions if it was raised.
@@ -1074,6 +1082,19 @@ impl Engine {
             })
             .map(|s| s.id)
     }
+}
+
+/// What one [`Engine::drain`] call did.
+#[derive(Debug)]
+pub struct Drained {
+    /// Its outputs.
+    pub out: Vec<Output>,
+    /// Sessions it disconnected (fewer than asked: none were left after `last`).
+    pub started: usize,
+    /// The last session it disconnected (the next chunk's `after`).
+    pub last: SessionId,
+    /// Sessions held in all, releasing ones included.
+    pub remaining: usize,
 }
 
 /// The dataplane form of a bound session.

@@ -336,11 +336,21 @@ fn drain_brings_sessions_to_zero() {
     for m in 1..=3 {
         dora(&mut e, m, 0);
     }
-    let (out, remaining) = e.drain(2, S);
-    assert_eq!(programs(&out).len(), 2);
-    assert_eq!(remaining, 3, "two releasing, one bound");
-    let (out, _) = e.drain(10, S);
-    assert_eq!(programs(&out), vec![ProgramOp::Remove(3)]);
+    let d = e.drain(0, 2, S);
+    assert_eq!(programs(&d.out).len(), 2);
+    assert_eq!((d.started, d.last), (2, 2));
+    assert_eq!(d.remaining, 3, "two releasing, one bound");
+    // The next chunk starts after the first; a pass from the start skips the releasing two.
+    let next = e.drain(d.last, 2, S);
+    assert_eq!(programs(&next.out), vec![ProgramOp::Remove(3)]);
+    assert_eq!(
+        (next.started, next.last),
+        (1, 3),
+        "fewer than asked: the end"
+    );
+    let again = e.drain(0, 10, S);
+    assert_eq!((again.started, again.last), (0, 0));
+    assert!(again.out.is_empty());
     for id in 1..=3 {
         e.removed(id, 2 * S);
     }
