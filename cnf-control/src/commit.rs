@@ -344,7 +344,9 @@ mod tests {
     fn a_quiet_store_syncs_after_an_interval() {
         let path = std::env::temp_dir().join(format!("kbng-commit-sync-{}", std::process::id()));
         let _ = std::fs::remove_file(&path);
-        let every = std::time::Duration::from_millis(100);
+        // Long enough that the two batches below land within one interval even on a loaded
+        // machine: at 100 ms that was left to the scheduler.
+        let every = std::time::Duration::from_secs(1);
         let store = Arc::new(Store::open_with(&path, SyncPolicy::Interval(every)).expect("open"));
         let (watch, _) = broadcast::channel(16);
         let c = Committer::start(Arc::clone(&store), Vec::new(), watch).expect("start");
@@ -377,7 +379,7 @@ mod tests {
         assert!(after_commits <= 2, "{after_commits} syncs");
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while store.sync().syncs() == after_commits && std::time::Instant::now() < deadline {
-            std::thread::sleep(every);
+            std::thread::sleep(every / 10);
         }
         assert_eq!(
             store.sync().syncs(),
