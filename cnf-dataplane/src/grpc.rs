@@ -58,23 +58,15 @@ impl ControlPathCounters {
         ]
     }
 
-    /// (node, counter, value) for every counter.
+    /// (node, counter, value) for every counter: the drops, then the delays.
     pub fn snapshot(&self, out: &mut Vec<(&'static str, &'static str, u64)>) {
-        let get = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
-        out.extend([
-            ("control-path", PUNT_NO_STREAM, get(&self.punt_no_stream)),
-            (
-                "control-path",
-                PUNT_STREAM_FULL,
-                get(&self.punt_stream_full),
-            ),
-            ("control-path", INJECT_DROPPED, get(&self.inject_dropped)),
-            (
-                "control-path",
-                "inject delayed: no room in ring",
-                get(&self.inject_delayed),
-            ),
-        ]);
+        out.extend(self.drops().map(|(reason, n)| ("control-path", reason, n)));
+        out.push((
+            "control-path",
+            "inject delayed: no room in ring",
+            self.inject_delayed
+                .load(std::sync::atomic::Ordering::Relaxed),
+        ));
     }
 }
 
