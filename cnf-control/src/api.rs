@@ -166,17 +166,17 @@ async fn drain(State(s): State<ApiState>, Query(q): Query<DrainQuery>) -> ApiRes
     let (mut after, mut before) = (0, None);
     let remaining = loop {
         let asked = left.min(DRAIN_CHUNK);
-        let (was, remaining, started, last) = ask(&s, |reply| ApiCmd::Drain {
+        let step = ask(&s, |reply| ApiCmd::Drain {
             after,
             max: asked,
             reply,
         })
         .await?;
-        before.get_or_insert(was);
-        left -= started;
-        after = last;
-        if started < asked || left == 0 {
-            break remaining;
+        before.get_or_insert(step.before);
+        left -= step.started;
+        after = step.last;
+        if step.started < asked || left == 0 {
+            break step.remaining;
         }
     };
     Ok(Json(json!({ "before": before.unwrap_or(0), "remaining": remaining })).into_response())

@@ -126,6 +126,19 @@ pub struct WatchEvent {
     pub at_ns: u64,
 }
 
+/// What one chunk of a drain did (the API's loop decides from it whether to go on).
+#[derive(Debug, Clone, Copy)]
+pub struct DrainStep {
+    /// Sessions held before the chunk.
+    pub before: usize,
+    /// Sessions held after it, releasing ones included.
+    pub remaining: usize,
+    /// Sessions it disconnected (fewer than asked: none were left).
+    pub started: usize,
+    /// The last session it disconnected (the next chunk's `after`).
+    pub last: SessionId,
+}
+
 /// Operator commands.
 #[derive(Debug)]
 pub enum ApiCmd {
@@ -143,12 +156,11 @@ pub enum ApiCmd {
         id: SessionId,
         reply: oneshot::Sender<bool>,
     },
-    /// One chunk of a drain: up to `max` sessions after `after`. Replies (sessions before
-    /// the chunk, sessions after it, disconnected, last disconnected).
+    /// One chunk of a drain: up to `max` sessions after `after`.
     Drain {
         after: SessionId,
         max: usize,
-        reply: oneshot::Sender<(usize, usize, usize, SessionId)>,
+        reply: oneshot::Sender<DrainStep>,
     },
     Status {
         reply: oneshot::Sender<StatusView>,
@@ -441,7 +453,12 @@ impl Running {
             ApiCmd::Drain { after, max, reply } => {
                 let before = self.engine.sessions_len();
                 let d = self.engine.drain(after, max, now);
-                let answer = (before, d.remaining, d.started, d.last);
+                let answer = DrainStep {
+                    before,
+                    remaining: d.remaining,
+                    started: d.started,
+                    last: d.last,
+                };
                 self.outputs(d.out, b);
                 b.replies.push(Box::new(move || {
                     let _ = reply.send(answer);
