@@ -124,8 +124,8 @@ fn worker(w: &WorkerStats) -> KeyValue {
 
 impl DataplaneMetrics {
     /// Registers the dataplane's instruments on `meter`, all reading from `source`. The
-    /// closure runs once per instrument per collection (nine instruments, so nine calls per export or scrape), on
-    /// the collecting thread: it should only read the workers' counters.
+    /// closure runs once per instrument per collection (nine instruments, so nine calls per
+    /// export or scrape), on the collecting thread: it should only read the workers' counters.
     pub fn register<F>(meter: &Meter, source: F) -> Self
     where
         F: Fn() -> DataplaneSnapshot + Send + Sync + 'static,
