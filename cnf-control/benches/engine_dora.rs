@@ -239,6 +239,21 @@ fn find_by_address_us(e: &Engine, clients: u32) -> f64 {
     us
 }
 
+/// Mean µs for the engine to find a session by MAC alone (an RFC 5176 request naming it by
+/// Calling-Station-Id) among `clients` offered sessions, over 1,000 of the wave's MACs.
+fn find_by_mac_us(e: &Engine, clients: u32) -> f64 {
+    let step = (clients / 1000).max(1);
+    let t = Instant::now();
+    let mut found = 0u32;
+    for k in 0..1000u32 {
+        let m = client_mac((k * step) % clients.max(1)).0;
+        found += u32::from(e.find(None, Some(m)).is_some());
+    }
+    let us = t.elapsed().as_secs_f64() * 1e6 / 1000.0;
+    assert!(found > 0, "no MAC found: the wave has none of them");
+    us
+}
+
 /// Instructions per DORA under callgrind, counting only `run_doras`.
 fn callgrind(clients: u32) -> serde_json::Value {
     let Ok(exe) = std::env::current_exe() else {
@@ -290,6 +305,7 @@ fn main() -> anyhow::Result<()> {
     let (ns, doras) = measure(n)?;
     let (wave, longest) = longest_calls(n, 5)?;
     let find_us = find_by_address_us(&wave, n);
+    let find_mac_us = find_by_mac_us(&wave, n);
     drop(wave);
     let use_callgrind = env_or("KBNG_BENCH_CALLGRIND", 1) != 0
         && Command::new("valgrind")
@@ -315,6 +331,11 @@ fn main() -> anyhow::Result<()> {
             "us_per_lookup": find_us,
             "sessions": n,
             "note": "Engine::find by address after the DISCOVER wave, mean of 1,000 lookups",
+        },
+        "find_by_mac": {
+            "us_per_lookup": find_mac_us,
+            "sessions": n,
+            "note": "Engine::find by MAC alone after the DISCOVER wave, mean of 1,000 lookups",
         },
         "longest_discover_calls": {
             "calls": longest.iter().map(|(us, at)| json!({"us": us, "sessions_before": at}))

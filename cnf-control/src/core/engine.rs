@@ -13,6 +13,7 @@ use super::aaa::{AuthOutcome, Authorization, Identity, SubscriberStore};
 use super::census::Census;
 use super::dhcp::{self, Inbound, LeaseParams, RequestKind};
 use super::licence::{Admission, Admit, Cap};
+use super::mac_index::{MacHolder, MacIndex};
 use super::pacing::{Pacer, PacingConfig};
 use super::pool::{PoolConfig, Pools};
 use super::session::{self, Action, EndReason, Event, Grant, NS_PER_SEC, State};
@@ -164,6 +165,8 @@ pub struct Engine {
     /// Address -> the session holding it, kept with `sessions` (RFC 5176 requests name a
     /// session by Framed-IP-Address; finding it by walking every session held this thread).
     by_ip: FastMap<Ipv4Addr, SessionId>,
+    /// MAC -> the session holding it, kept with `sessions` (a request may name only that).
+    by_mac: MacIndex,
     per_line: FastMap<Line, u32>,
     timers: BTreeSet<(u64, SessionId)>,
     quarantine: VecDeque<(u64, Ipv4Addr)>,
@@ -219,6 +222,7 @@ impl Engine {
             census: Census::default(),
             by_key: FastMap::default(),
             by_ip: FastMap::default(),
+            by_mac: MacIndex::default(),
             per_line: FastMap::default(),
             timers: BTreeSet::new(),
             quarantine: VecDeque::new(),
@@ -290,6 +294,7 @@ impl Engine {
             .reserve(self.session_room.saturating_sub(self.by_key.len()));
         self.by_ip
             .reserve(self.session_room.saturating_sub(self.by_ip.len()));
+        self.by_mac.reserve(self.session_room);
         self.admission.reserve(self.session_room);
     }
 
@@ -374,6 +379,7 @@ impl Engine {
             }
             self.census.add(&s.state);
             self.index_ip(s.id, None, s.state.ip());
+            self.by_mac.add(s.mac, s.id);
             self.sessions.insert(s.id, s);
         }
         problems
@@ -653,6 +659,7 @@ impl Engine {
         *self.per_line.entry(line).or_default() += 1;
         self.census.add(&s.state);
         self.index_ip(id, None, s.state.ip());
+        self.by_mac.add(s.mac, id);
         self.sessions.insert(id, s);
         self.changed(id, out);
         self.schedule(id);
@@ -824,6 +831,7 @@ impl Engine {
         if let Some(s) = self.sessions.remove(&id) {
             self.census.remove(&s.state);
             self.index_ip(id, s.state.ip(), None);
+            self.by_mac.remove(s.mac);
             if self.by_key.get(&s.key) == Some(&id) {
                 self.by_key.remove(&s.key);
                 self.relay_acks.remove(&s.key);
@@ -1067,13 +1075,20 @@ impl Engine {
         out
     }
 
-    /// Find a session by address or MAC (CoA identification). By address it is one lookup;
-    /// by MAC alone it walks the sessions (a MAC is not unique across lines).
+    /// Find a session by address or MAC (CoA identification): one lookup either way, but a
+    /// MAC held on several lines at once walks the sessions for the first (by id) holding it.
     pub fn find(&self, ip: Option<Ipv4Addr>, mac: Option<MacAddr>) -> Option<SessionId> {
         if let Some(ip) = ip {
             let id = *self.by_ip.get(&ip)?;
             let s = self.sessions.get(&id)?;
             return mac.is_none_or(|m| s.mac == m).then_some(id);
+        }
+        if let Some(m) = mac {
+            match self.by_mac.get(&m) {
+                MacHolder::None => return None,
+                MacHolder::One(id) => return Some(id),
+                MacHolder::Several => {}
+            }
         }
         self.sessions
             .values()

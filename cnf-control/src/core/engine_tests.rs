@@ -18,9 +18,14 @@ fn engine(cap_n: u64, unknown: UnknownPolicy) -> Engine {
 
 /// Full DORA for MAC `m` at `t` seconds; returns the address and the ACK's outputs.
 fn dora(e: &mut Engine, m: u8, t: u64) -> (Ipv4Addr, Vec<Output>) {
+    dora_on(e, 0, m, t)
+}
+
+/// [`dora`] on access port `port` (another line for the same MAC).
+fn dora_on(e: &mut Engine, port: u32, m: u8, t: u64) -> (Ipv4Addr, Vec<Output>) {
     let out = e.handle_dhcp(
         0,
-        0,
+        port,
         &client_frame(&msg(DhcpMessageType::Discover, m, 1), None),
         t * S,
     );
@@ -29,7 +34,7 @@ fn dora(e: &mut Engine, m: u8, t: u64) -> (Ipv4Addr, Vec<Output>) {
     let mut r = msg(DhcpMessageType::Request, m, 2);
     r.requested_ip = Some(offer.yiaddr);
     r.server_id = offer.server_id;
-    let out = e.handle_dhcp(0, 0, &client_frame(&r, None), t * S);
+    let out = e.handle_dhcp(0, port, &client_frame(&r, None), t * S);
     let ack = replies(&out).pop().expect("an ACK");
     assert_eq!(ack.message_type, DhcpMessageType::Ack);
     assert_eq!(ack.yiaddr, offer.yiaddr);
@@ -369,6 +374,16 @@ fn assert_census(e: &Engine, when: &str) {
     for (ip, id) in walked {
         assert_eq!(e.find(Some(ip), None), Some(id), "find {ip} after {when}");
     }
+    // By MAC: the first session (by id) holding it, as a walk finds it; none for a MAC
+    // nobody holds.
+    let mut first_by_mac: FastMap<MacAddr, SessionId> = FastMap::default();
+    for s in e.list(0, usize::MAX, |_| true) {
+        first_by_mac.entry(s.mac).or_insert(s.id);
+    }
+    for (m, id) in first_by_mac {
+        assert_eq!(e.find(None, Some(m)), Some(id), "find {m:?} after {when}");
+    }
+    assert_eq!(e.find(None, Some([2, 0xee, 0, 0, 0, 1])), None, "{when}");
 }
 
 #[test]
@@ -426,6 +441,35 @@ fn the_census_follows_every_change_to_the_sessions() {
 }
 
 #[test]
+fn a_mac_on_two_lines_is_found_by_walking_until_one_holds_it_again() {
+    let mut e = engine(10, UnknownPolicy::Captive);
+    let (ip_a, _) = dora_on(&mut e, 0, 1, 0);
+    let (ip_b, _) = dora_on(&mut e, 1, 1, 0);
+    assert_ne!(ip_a, ip_b, "two sessions, two lines");
+    assert_census(&e, "one MAC on two lines");
+    let first = e.find(Some(ip_a), None).expect("port 0's session");
+    let second = e.find(Some(ip_b), None).expect("port 1's session");
+    assert_eq!(e.find(None, Some(mac(1).0)), Some(first));
+    // Port 0's session releases and goes: the MAC is found on port 1 (by walking).
+    let mut r = msg(DhcpMessageType::Release, 1, 4);
+    r.ciaddr = ip_a;
+    e.handle_dhcp(0, 0, &client_frame(&r, None), S);
+    e.removed(first, 2 * S);
+    assert_census(&e, "one of the two released");
+    assert_eq!(e.find(None, Some(mac(1).0)), Some(second));
+    let mut r = msg(DhcpMessageType::Release, 1, 5);
+    r.ciaddr = ip_b;
+    e.handle_dhcp(0, 1, &client_frame(&r, None), 3 * S);
+    e.removed(second, 4 * S);
+    assert_census(&e, "both gone");
+    assert_eq!(e.find(None, Some(mac(1).0)), None);
+    // One holder again: indexed again.
+    dora_on(&mut e, 1, 1, 5);
+    assert_census(&e, "the MAC back on one line");
+    assert!(matches!(e.by_mac.get(&mac(1).0), MacHolder::One(_)));
+}
+
+#[test]
 fn the_subscriber_index_is_sized_for_the_dataplanes_and_the_pools() {
     let mut e = engine(10, UnknownPolicy::Captive);
     assert!(
@@ -443,6 +487,8 @@ fn the_subscriber_index_is_sized_for_the_dataplanes_and_the_pools() {
     e.set_dataplane_capacity(0, 1_000_000);
     let bounded = e.by_key.capacity();
     assert!((252..4096).contains(&bounded), "{bounded}");
+    let by_mac = e.by_mac.capacity();
+    assert!((252..4096).contains(&by_mac), "MAC index: {by_mac}");
     let (_, _) = dora(&mut e, 1, 1);
     assert_eq!(e.by_key.capacity(), bounded, "a session does not regrow it");
     // The admission ledger holds active sessions only: no more than the cap of 10.

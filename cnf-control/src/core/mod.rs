@@ -5,6 +5,7 @@ pub mod census;
 pub mod dhcp;
 pub mod engine;
 pub mod licence;
+pub mod mac_index;
 pub mod pacing;
 pub mod pool;
 pub mod relay;
