@@ -16,6 +16,7 @@ pub const ALERTED_EVENTS: &[&str] = &[
     "admitted captive over cap",
     "pacing dropped",
     "line session limit",
+    "dataplane full",
 ];
 
 /// Entries of `Engine::counters` that are levels, not counts: exported as nothing here (the

@@ -168,6 +168,9 @@ pub struct Engine {
     /// MAC -> the session holding it, kept with `sessions` (a request may name only that).
     by_mac: MacIndex,
     per_line: FastMap<Line, u32>,
+    /// Sessions (any state) per dataplane: each may end up installed there, so a dataplane
+    /// whose reported capacity they fill takes no new subscriber.
+    per_dataplane: FastMap<u32, u64>,
     timers: BTreeSet<(u64, SessionId)>,
     quarantine: VecDeque<(u64, Ipv4Addr)>,
     sticky: FastMap<SubscriberKey, Ipv4Addr>,
@@ -224,6 +227,7 @@ impl Engine {
             by_ip: FastMap::default(),
             by_mac: MacIndex::default(),
             per_line: FastMap::default(),
+            per_dataplane: FastMap::default(),
             timers: BTreeSet::new(),
             quarantine: VecDeque::new(),
             sticky: FastMap::default(),
@@ -296,6 +300,15 @@ impl Engine {
             .reserve(self.session_room.saturating_sub(self.by_ip.len()));
         self.by_mac.reserve(self.session_room);
         self.admission.reserve(self.session_room);
+    }
+
+    /// Whether `dataplane`'s sessions fill the capacity it reported: its tables would refuse
+    /// another install, and a refused batch installs none of its sessions. Unknown until the
+    /// dataplane has connected once.
+    pub(super) fn dataplane_full(&self, dataplane: u32) -> bool {
+        self.capacities
+            .get(&dataplane)
+            .is_some_and(|&cap| self.per_dataplane.get(&dataplane).copied().unwrap_or(0) >= cap)
     }
 
     /// Gateways (address, prefix length) the dataplanes must answer ARP for.
@@ -374,6 +387,7 @@ impl Engine {
             self.next_id = self.next_id.max(s.id + 1);
             self.by_key.insert(s.key.clone(), s.id);
             *self.per_line.entry(s.line).or_default() += 1;
+            *self.per_dataplane.entry(s.line.dataplane).or_default() += 1;
             if let Some(d) = s.state.next_deadline_ns() {
                 self.timers.insert((d, s.id));
             }
@@ -451,6 +465,10 @@ impl Engine {
                             >= self.cfg.max_sessions_per_line
                         {
                             self.count("line session limit");
+                            return out;
+                        }
+                        if self.dataplane_full(line.dataplane) {
+                            self.count("dataplane full");
                             return out;
                         }
                         if let Some((line, inb)) = self.pacer.offer(key, (line, inb), now_ns) {
@@ -615,6 +633,10 @@ impl Engine {
             self.count("line session limit");
             return;
         }
+        if self.dataplane_full(line.dataplane) {
+            self.count("dataplane full");
+            return;
+        }
         let ip = match adopt {
             Some(ip) => self.pools.allocate_specific(ip).map(|_| ip),
             None => {
@@ -657,6 +679,7 @@ impl Engine {
         self.count("sessions created");
         self.by_key.insert(key, id);
         *self.per_line.entry(line).or_default() += 1;
+        *self.per_dataplane.entry(line.dataplane).or_default() += 1;
         self.census.add(&s.state);
         self.index_ip(id, None, s.state.ip());
         self.by_mac.add(s.mac, id);
@@ -841,6 +864,9 @@ impl Engine {
                 if *n == 0 {
                     self.per_line.remove(&s.line);
                 }
+            }
+            if let Some(n) = self.per_dataplane.get_mut(&s.line.dataplane) {
+                *n = n.saturating_sub(1);
             }
         }
     }

@@ -79,6 +79,10 @@ impl Engine {
                 self.count("line session limit");
                 return;
             }
+            if self.dataplane_full(line.dataplane) {
+                self.count("dataplane full");
+                return;
+            }
             // Rejected anyway at the ACK: spare the server the lease.
             if !self.cfg.external_auth
                 && self.cfg.unknown == UnknownPolicy::Reject

@@ -470,6 +470,59 @@ fn a_mac_on_two_lines_is_found_by_walking_until_one_holds_it_again() {
 }
 
 #[test]
+fn a_dataplane_whose_capacity_is_held_takes_no_new_subscriber() {
+    let mut e = engine(10, UnknownPolicy::Captive);
+    e.set_dataplane_capacity(0, 2);
+    let (ip1, _) = dora(&mut e, 1, 0);
+    dora(&mut e, 2, 0);
+    // A third subscriber: no OFFER (the dataplane's tables would refuse its install).
+    let out = e.handle_dhcp(
+        0,
+        0,
+        &client_frame(&msg(DhcpMessageType::Discover, 3, 1), None),
+        S,
+    );
+    assert!(replies(&out).is_empty(), "{out:?}");
+    assert!(e.counters().contains(&("dataplane full", 1)));
+    assert_eq!(e.sessions_len(), 2);
+    // Existing subscribers still renew.
+    let mut r = msg(DhcpMessageType::Request, 1, 7);
+    r.ciaddr = ip1;
+    let out = e.handle_dhcp(0, 0, &client_frame(&r, None), 2 * S);
+    assert_eq!(replies(&out)[0].message_type, DhcpMessageType::Ack);
+    // Subscriber 1 leaves; once the dataplane confirms, the third one gets in.
+    let mut r = msg(DhcpMessageType::Release, 1, 8);
+    r.ciaddr = ip1;
+    e.handle_dhcp(0, 0, &client_frame(&r, None), 3 * S);
+    let out = e.handle_dhcp(
+        0,
+        0,
+        &client_frame(&msg(DhcpMessageType::Discover, 3, 2), None),
+        3 * S,
+    );
+    assert!(
+        replies(&out).is_empty(),
+        "a releasing session still holds its slot"
+    );
+    let releasing: Vec<SessionId> = e
+        .list(0, 10, |s| s.state.name() == "releasing")
+        .map(|s| s.id)
+        .collect();
+    e.removed(releasing[0], 4 * S);
+    dora(&mut e, 3, 5);
+    assert_eq!(e.sessions_len(), 2);
+    // Another dataplane's capacity is its own.
+    e.set_dataplane_capacity(1, 1);
+    let out = e.handle_dhcp(
+        1,
+        0,
+        &client_frame(&msg(DhcpMessageType::Discover, 4, 1), None),
+        6 * S,
+    );
+    assert_eq!(replies(&out).len(), 1, "dataplane 1 has room");
+}
+
+#[test]
 fn the_subscriber_index_is_sized_for_the_dataplanes_and_the_pools() {
     let mut e = engine(10, UnknownPolicy::Captive);
     assert!(
