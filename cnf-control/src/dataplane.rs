@@ -20,6 +20,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::{Channel, Endpoint, Uri};
 use tracing::Instrument as _;
 
+use crate::batch_isolation;
 use crate::config::{Config, Plan};
 use crate::core::SessionId;
 use crate::core::engine::{DpSession, ProgramOp};
@@ -61,6 +62,11 @@ pub enum DpEvent {
     },
     Removed {
         ids: Vec<SessionId>,
+    },
+    /// Sessions the dataplane refused to install, with its reason: the engine ends them.
+    Refused {
+        dataplane: u32,
+        sessions: Vec<(SessionId, String)>,
     },
 }
 
@@ -207,6 +213,7 @@ pub fn diff(held: &[pb::Session], desired: &[DpSession]) -> Diff {
 async fn reconcile(
     c: &mut DataplaneClient<Channel>,
     desired: &[DpSession],
+    refused: &mut Vec<(SessionId, String)>,
 ) -> Result<Diff, tonic::Status> {
     let held = list_all(c).await?;
     let d = diff(&held, desired);
@@ -216,10 +223,19 @@ async fn reconcile(
     let mut remove: Vec<SessionId> = d.orphans.clone();
     remove.extend(&d.mismatched);
     for chunk in remove.chunks(BATCH_MAX) {
-        c.remove_sessions(pb::RemoveSessionsRequest {
-            session_ids: chunk.to_vec(),
-        })
-        .await?;
+        let r = c
+            .remove_sessions(pb::RemoveSessionsRequest {
+                session_ids: chunk.to_vec(),
+            })
+            .await;
+        match r {
+            Err(s) if s.code() == tonic::Code::NotFound => {
+                batch_isolation::remove(c, chunk.to_vec()).await?;
+            }
+            r => {
+                r?;
+            }
+        }
     }
     let mut install: Vec<pb::Session> = Vec::new();
     for id in d.leaks.iter().chain(&d.mismatched) {
@@ -228,10 +244,20 @@ async fn reconcile(
         }
     }
     for chunk in install.chunks(BATCH_MAX) {
-        c.install_sessions(pb::InstallSessionsRequest {
-            sessions: chunk.to_vec(),
-        })
-        .await?;
+        let r = c
+            .install_sessions(pb::InstallSessionsRequest {
+                sessions: chunk.to_vec(),
+            })
+            .await;
+        match r {
+            Err(s) if batch_isolation::refuses_items(&s) => {
+                tracing::warn!("reconcile: the dataplane refused a batch ({s}): isolating");
+                refused.extend(batch_isolation::install(c, chunk.to_vec()).await?);
+            }
+            r => {
+                r?;
+            }
+        }
     }
     Ok(d)
 }
@@ -241,6 +267,7 @@ async fn program(
     c: &mut DataplaneClient<Channel>,
     ops: Vec<ProgramOp>,
     removed: &mut Vec<SessionId>,
+    refused: &mut Vec<(SessionId, String)>,
 ) -> Result<(), tonic::Status> {
     let mut i = 0;
     while i < ops.len() {
@@ -265,7 +292,22 @@ async fn program(
                 let t = std::time::Instant::now();
                 let r = c.install_sessions(req).instrument(span).await;
                 observe::programmed(ids.len(), r.is_ok(), t.elapsed(), &ids);
-                r?;
+                match r {
+                    Err(s) if batch_isolation::refuses_items(&s) => {
+                        tracing::warn!("the dataplane refused a batch ({s}): isolating");
+                        let sessions = run
+                            .iter()
+                            .filter_map(|o| match o {
+                                ProgramOp::Install(s) => Some(to_proto(s)),
+                                _ => None,
+                            })
+                            .collect();
+                        refused.extend(batch_isolation::install(c, sessions).await?);
+                    }
+                    r => {
+                        r?;
+                    }
+                }
             }
             ProgramOp::Modify { .. } => {
                 let changes = run
@@ -307,7 +349,14 @@ async fn program(
                     })
                     .await;
                 observe::programmed(ids.len(), r.is_ok(), t.elapsed(), &[]);
-                r?;
+                match r {
+                    Err(s) if s.code() == tonic::Code::NotFound => {
+                        batch_isolation::remove(c, ids.clone()).await?;
+                    }
+                    r => {
+                        r?;
+                    }
+                }
                 removed.extend(ids);
             }
         }
@@ -464,7 +513,8 @@ async fn session(
             removed.push(id);
         }
     }
-    let report = reconcile(&mut c, &desired)
+    let mut refused = Vec::new();
+    let report = reconcile(&mut c, &desired, &mut refused)
         .await
         .map_err(|e| format!("reconcile: {e}"))?;
     tracing::info!(
@@ -494,6 +544,7 @@ async fn session(
             })
             .await;
     }
+    report_refused(index, events, &mut refused).await;
 
     // Punts are read by a task of their own, so that frames keep flowing to the engine while
     // this one waits on a programming call (before, the stream stalled for each call).
@@ -519,7 +570,7 @@ async fn session(
                         // the session it announces is installed.
                         DpCmd::Inject { port, frame } => injects.push(pb::InjectedFrame { port, frame }),
                         DpCmd::Audit { desired, reply } => {
-                            let r = program(&mut c, std::mem::take(&mut ops), &mut removed).await;
+                            let r = program(&mut c, std::mem::take(&mut ops), &mut removed, &mut refused).await;
                             let d = match r {
                                 Ok(()) => list_all(&mut c).await.map(|h| diff(&h, &desired)).map_err(|e| e.to_string()),
                                 Err(e) => Err(e.to_string()),
@@ -531,7 +582,7 @@ async fn session(
                         pending = cmds.try_recv().ok();
                     }
                 }
-                let r = program(&mut c, ops, &mut removed).await;
+                let r = program(&mut c, ops, &mut removed, &mut refused).await;
                 // Waits rather than drops when the stream is behind (HTTP/2 flow control is the
                 // bound); an error means the stream is gone, which ends this connection.
                 for f in injects {
@@ -543,10 +594,35 @@ async fn session(
                 if !removed.is_empty() {
                     let _ = events.send(DpEvent::Removed { ids: std::mem::take(&mut removed) }).await;
                 }
+                report_refused(index, events, &mut refused).await;
                 r.map_err(|e| format!("programming: {e}"))?;
             }
         }
     }
+}
+
+/// Hand the sessions the dataplane refused to the engine, which ends them.
+async fn report_refused(
+    index: u32,
+    events: &mpsc::Sender<DpEvent>,
+    refused: &mut Vec<(SessionId, String)>,
+) {
+    if refused.is_empty() {
+        return;
+    }
+    for (id, reason) in refused.iter() {
+        tracing::error!(
+            dataplane = index,
+            session = id,
+            "the dataplane refused the session: {reason}"
+        );
+    }
+    let _ = events
+        .send(DpEvent::Refused {
+            dataplane: index,
+            sessions: std::mem::take(refused),
+        })
+        .await;
 }
 
 /// Aborts the task when dropped (when the connection's session ends, its punt reader goes too).

@@ -19,6 +19,7 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod batch_isolation;
 pub mod commit;
 pub mod config;
 pub mod core;

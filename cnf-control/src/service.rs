@@ -415,6 +415,12 @@ impl Running {
                     self.outputs(out, b);
                 }
             }
+            DpEvent::Refused { sessions, .. } => {
+                for (id, _) in sessions {
+                    let out = self.engine.refused(id, now);
+                    self.outputs(out, b);
+                }
+            }
         }
     }
 

@@ -293,6 +293,38 @@ c5_id=$(apiget "/v1/sessions?ip=$(addr_of c5)" | jq_py 'd["sessions"][0]["id"]')
 kill "$watch_pid" 2>/dev/null; wait "$watch_pid" 2>/dev/null
 if grep -q "\"id\":$c5_id,\"state\":\"active\"" "$tmp/watch.ndjson"; then ok "kbngctl_watch_sees_onboarding (session $c5_id)"; else bad kbngctl_watch_sees_onboarding "$(head -5 "$tmp/watch.ndjson")"; fi
 
+# ---- a dataplane restarted with room for fewer sessions than the control holds: the control
+# keeps what fits, ends the rest, stays connected, and turns new subscribers away
+bound=$(apiget "/v1/sessions?limit=1000" | jq_py 'sum(1 for s in d["sessions"] if s["state"] in ("active", "captive", "renewing"))')
+room=$((bound - 3))
+refused0=$(counter "refused by dataplane"); full0=$(counter "dataplane full")
+dataplane_stop
+DP_SESSIONS=$room dataplane_start "$dp_bin" "$sock" "$tmp/dataplane-small.log"
+sleep 2
+control_wait_connected "$api" && connected=1 || connected=0
+sleep 3 # the refused sessions' removals and releases
+refused=$(($(counter "refused by dataplane") - refused0))
+held=$(apiget /v1/audit | jq_py 'd[0]["diff"]["matching"]')
+if ((bound >= 10 && connected && refused == 3 && held == room)) && audit_clean >/dev/null; then
+    ok "smaller_dataplane_keeps_what_fits (bound $bound, room $room, refused $refused)"
+else
+    bad smaller_dataplane_keeps_what_fits "bound=$bound room=$room connected=$connected refused=$refused held=$held $(apiget /v1/dataplanes)"
+fi
+client c6 02:00:00:00:01:06
+if inns c6 timeout 20 udhcpc -i e0 -n -q -t 3 -T 1 -s /etc/udhcpc/default.script >>"$tmp/clients.log" 2>&1; then
+    bad full_dataplane_turns_new_subscribers_away "c6 got a lease"
+else
+    full=$(($(counter "dataplane full") - full0))
+    if ((full >= 1)) && apiget /v1/dataplanes | grep -q '"connected":true'; then
+        ok "full_dataplane_turns_new_subscribers_away ($full DISCOVERs)"
+    else
+        bad full_dataplane_turns_new_subscribers_away "full=$full $(apiget /v1/dataplanes)"
+    fi
+fi
+dataplane_stop
+dataplane_start "$dp_bin" "$sock" "$tmp/dataplane-3.log"
+control_wait_connected "$api" || bad dataplane_back_at_full_size "$(apiget /v1/dataplanes)"
+
 # ---- drain, as the operator does it
 if d=$(kbngctl sessions drain --timeout 30 2>&1); then :; fi
 n=$(session_count)

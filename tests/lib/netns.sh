@@ -69,14 +69,15 @@ core_www_start() {
 }
 
 # Starts kbng-dataplane in the dut namespace: access d0, uplink d1, no hugepages, gRPC on a unix
-# socket. dataplane_start BIN SOCKET LOG [more flags]. Sets dp_pid.
+# socket. dataplane_start BIN SOCKET LOG [more flags]. Sets dp_pid. DP_SESSIONS sets its session
+# capacity (default 4096).
 dataplane_start() {
     local bin=$1 sock=$2 log=$3
     shift 3
     ip netns exec "$(ns dut)" "$bin" --cores 0,1 \
         --access net_af_packet0,iface=d0 --uplink net_af_packet1,iface=d1 \
         --no-huge --no-pci -m 512 --no-shconf --uplink-address 192.0.2.254/24 --next-hop 192.0.2.1 \
-        --sessions 4096 --plans 16 --grpc-listen "unix:$sock" "$@" >"$log" 2>&1 &
+        --sessions "${DP_SESSIONS:-4096}" --plans 16 --grpc-listen "unix:$sock" "$@" >"$log" 2>&1 &
     dp_pid=$!
 }
 
