@@ -403,11 +403,15 @@ mod tests {
         }
     }
 
+    /// A new file per call. Named by the secret's length, the file of "testing123\n" and
+    /// "chap-secret" (11 bytes each) was one path for two tests that run in parallel: one's
+    /// write (truncate, then write) left the other reading an empty or a foreign secret.
     fn secret_file(text: &str) -> PathBuf {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let p = std::env::temp_dir().join(format!(
             "kbng-radius-secret-{}-{}",
             std::process::id(),
-            text.len()
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ));
         std::fs::write(&p, text).unwrap();
         p
