@@ -166,7 +166,9 @@ pub struct DataplaneSpec {
     #[serde(default)]
     pub queues: QueuesSpec,
     /// Sessions the tables are sized for at start-up. The control pod's memory request and
-    /// limit grow with it (about 1 KiB per session at the peak of a restart's restore).
+    /// limit grow with it (about 1 KiB per session at the peak of a restart's restore). New
+    /// subscribers beyond it are turned away (counted as `dataplane full`) even when the
+    /// pools have addresses left.
     #[schemars(range(min = 1, max = 16_000_000))]
     pub session_capacity: u64,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
