@@ -279,13 +279,16 @@ async fn program(
         let run = &ops[i..j];
         match &run[0] {
             ProgramOp::Install(_) => {
-                let sessions: Vec<pb::Session> = run
-                    .iter()
-                    .filter_map(|o| match o {
-                        ProgramOp::Install(s) => Some(to_proto(s)),
-                        _ => None,
-                    })
-                    .collect();
+                // Built again only if the batch is refused (no copy kept for the common case).
+                let protos = || -> Vec<pb::Session> {
+                    run.iter()
+                        .filter_map(|o| match o {
+                            ProgramOp::Install(s) => Some(to_proto(s)),
+                            _ => None,
+                        })
+                        .collect()
+                };
+                let sessions = protos();
                 let ids: Vec<SessionId> = sessions.iter().map(|s| s.session_id).collect();
                 let span = observe::programming_span("InstallSessions", &ids);
                 let req = observe::request(pb::InstallSessionsRequest { sessions }, &span);
@@ -295,14 +298,7 @@ async fn program(
                 match r {
                     Err(s) if batch_isolation::refuses_items(&s) => {
                         tracing::warn!("the dataplane refused a batch ({s}): isolating");
-                        let sessions = run
-                            .iter()
-                            .filter_map(|o| match o {
-                                ProgramOp::Install(s) => Some(to_proto(s)),
-                                _ => None,
-                            })
-                            .collect();
-                        refused.extend(batch_isolation::install(c, sessions).await?);
+                        refused.extend(batch_isolation::install(c, protos()).await?);
                     }
                     r => {
                         r?;
