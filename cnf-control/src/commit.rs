@@ -300,6 +300,7 @@ mod tests {
                         DpCmd::Inject {
                             port: 0,
                             frame: vec![i as u8],
+                            announces: None,
                         },
                     )],
                     watch: Vec::new(),

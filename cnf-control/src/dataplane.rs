@@ -37,6 +37,8 @@ pub enum DpCmd {
     Inject {
         port: u32,
         frame: Vec<u8>,
+        /// The session an ACK announces (see `Output::Inject`).
+        announces: Option<SessionId>,
     },
     /// Compare with `desired` and report without changing anything.
     Audit {
@@ -564,7 +566,9 @@ async fn session(
                         DpCmd::Program(op) => ops.push(op),
                         // Frames wait for the batch's programming: an ACK leaves only after
                         // the session it announces is installed.
-                        DpCmd::Inject { port, frame } => injects.push(pb::InjectedFrame { port, frame }),
+                        DpCmd::Inject { port, frame, announces } => {
+                            injects.push((announces, pb::InjectedFrame { port, frame }));
+                        }
                         DpCmd::Audit { desired, reply } => {
                             let r = program(&mut c, std::mem::take(&mut ops), &mut removed, &mut refused).await;
                             let d = match r {
@@ -579,9 +583,10 @@ async fn session(
                     }
                 }
                 let r = program(&mut c, ops, &mut removed, &mut refused).await;
+                drop_acks_of_refused(&mut injects, &refused);
                 // Waits rather than drops when the stream is behind (HTTP/2 flow control is the
                 // bound); an error means the stream is gone, which ends this connection.
-                for f in injects {
+                for (_, f) in injects {
                     if inject_tx.send(f).await.is_err() {
                         return Err("inject stream closed".into());
                     }
@@ -594,6 +599,17 @@ async fn session(
                 r.map_err(|e| format!("programming: {e}"))?;
             }
         }
+    }
+}
+
+/// An ACK for a session the dataplane refused would promise a session that is not there: it
+/// stays unsent (the engine ends the session). Other frames are kept, in order.
+fn drop_acks_of_refused(
+    injects: &mut Vec<(Option<SessionId>, pb::InjectedFrame)>,
+    refused: &[(SessionId, String)],
+) {
+    if !refused.is_empty() {
+        injects.retain(|(a, _)| a.is_none_or(|id| refused.iter().all(|(r, _)| *r != id)));
     }
 }
 
@@ -657,6 +673,25 @@ async fn forward_punts(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ack_of_a_refused_session_stays_unsent() {
+        let frame = |b: u8| pb::InjectedFrame {
+            port: 0,
+            frame: vec![b],
+        };
+        let mut injects = vec![
+            (None, frame(1)),
+            (Some(7), frame(2)),
+            (Some(8), frame(3)),
+            (None, frame(4)),
+        ];
+        drop_acks_of_refused(&mut injects, &[]);
+        assert_eq!(injects.len(), 4, "nothing refused, nothing dropped");
+        drop_acks_of_refused(&mut injects, &[(7, "room for 0".into())]);
+        let left: Vec<u8> = injects.iter().map(|(_, f)| f.frame[0]).collect();
+        assert_eq!(left, [1, 3, 4]);
+    }
     use std::net::Ipv4Addr;
 
     fn dp(id: u64, captive: bool) -> DpSession {

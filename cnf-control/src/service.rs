@@ -344,7 +344,15 @@ impl Running {
                     dataplane,
                     port,
                     frame,
-                } => b.sends.push((dataplane, DpCmd::Inject { port, frame })),
+                    announces,
+                } => b.sends.push((
+                    dataplane,
+                    DpCmd::Inject {
+                        port,
+                        frame,
+                        announces,
+                    },
+                )),
                 Output::Program { dataplane, op } => b.sends.push((dataplane, DpCmd::Program(op))),
                 Output::Persist(s) => b.store.push(StoreOp::Put(s)),
                 Output::Forget(id) => b.store.push(StoreOp::Delete(id)),
@@ -390,6 +398,7 @@ impl Running {
                             DpCmd::Inject {
                                 port: frame.port,
                                 frame: f,
+                                announces: None,
                             },
                         ));
                     }

@@ -119,6 +119,9 @@ pub enum Output {
         dataplane: u32,
         port: u32,
         frame: Vec<u8>,
+        /// The session an ACK announces: the frame leaves only if that session's install,
+        /// issued before it, was not refused.
+        announces: Option<SessionId>,
     },
     Program {
         dataplane: u32,
@@ -507,7 +510,7 @@ impl Engine {
                     self.reply(
                         &inb,
                         line,
-                        DhcpMessageType::Ack,
+                        (DhcpMessageType::Ack, None),
                         Ipv4Addr::UNSPECIFIED,
                         p,
                         &mut out,
@@ -592,7 +595,7 @@ impl Engine {
             self.reply(
                 &inb,
                 line,
-                DhcpMessageType::Nak,
+                (DhcpMessageType::Nak, None),
                 Ipv4Addr::UNSPECIFIED,
                 0,
                 out,
@@ -604,7 +607,7 @@ impl Engine {
             self.reply(
                 &inb,
                 line,
-                DhcpMessageType::Nak,
+                (DhcpMessageType::Nak, None),
                 Ipv4Addr::UNSPECIFIED,
                 p,
                 out,
@@ -912,7 +915,8 @@ impl Engine {
                 };
                 let line = s.line;
                 if let Some(inb) = s.pending.take() {
-                    self.reply(&inb, line, kind, yi, pool, out);
+                    let announces = (kind == DhcpMessageType::Ack).then_some(id);
+                    self.reply(&inb, line, (kind, announces), yi, pool, out);
                 }
             }
             Action::Install { .. } | Action::Modify { .. } => {
@@ -971,11 +975,12 @@ impl Engine {
         }
     }
 
+    /// A reply of `kind` to `inb`; `announces` is the session an ACK announces, if any.
     fn reply(
         &mut self,
         inb: &Inbound,
         line: Line,
-        kind: DhcpMessageType,
+        (kind, announces): (DhcpMessageType, Option<SessionId>),
         yiaddr: Ipv4Addr,
         pool: usize,
         out: &mut Vec<Output>,
@@ -999,6 +1004,7 @@ impl Engine {
                     dataplane: line.dataplane,
                     port: line.port,
                     frame,
+                    announces,
                 });
             }
             Err(_) => self.count("reply could not be built"),

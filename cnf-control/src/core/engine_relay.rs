@@ -140,6 +140,7 @@ impl Engine {
                 dataplane: r.line.dataplane,
                 port: r.line.port,
                 frame,
+                announces: None,
             })
         };
         match (r.request.msg.message_type, r.reply.message_type) {
@@ -259,6 +260,7 @@ impl Engine {
                     dataplane: line.dataplane,
                     port: line.port,
                     frame: a.frame,
+                    announces: Some(id),
                 });
             }
             None => self.count("relay: no server ACK to send"),
