@@ -43,6 +43,14 @@ fn dora_on(e: &mut Engine, port: u32, m: u8, t: u64) -> (Ipv4Addr, Vec<Output>) 
 
 #[test]
 fn an_ack_names_the_session_it_announces_and_other_replies_none() {
+    let announced = |out: &[Output]| -> Vec<Option<SessionId>> {
+        out.iter()
+            .filter_map(|o| match o {
+                Output::Inject { announces, .. } => Some(*announces),
+                _ => None,
+            })
+            .collect()
+    };
     let mut e = engine(10, UnknownPolicy::Captive);
     let out = e.handle_dhcp(
         0,
@@ -50,24 +58,10 @@ fn an_ack_names_the_session_it_announces_and_other_replies_none() {
         &client_frame(&msg(DhcpMessageType::Discover, 2, 1), None),
         0,
     );
-    let announced: Vec<_> = out
-        .iter()
-        .filter_map(|o| match o {
-            Output::Inject { announces, .. } => Some(*announces),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(announced, [None], "the OFFER announces no session");
+    assert_eq!(announced(&out), [None], "the OFFER announces no session");
     let (ip, out) = dora(&mut e, 1, 0);
     let id = e.find(Some(ip), None).expect("bound");
-    let announced: Vec<_> = out
-        .iter()
-        .filter_map(|o| match o {
-            Output::Inject { announces, .. } => Some(*announces),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(announced, [Some(id)]);
+    assert_eq!(announced(&out), [Some(id)]);
 }
 
 #[test]
