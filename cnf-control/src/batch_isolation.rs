@@ -25,18 +25,27 @@ pub fn refuses_items(s: &Status) -> bool {
     )
 }
 
-/// Install `sessions`, a batch the dataplane refused as a whole: the sessions it takes are
-/// installed (in order), the refused ones returned with the dataplane's reason. Once a session
-/// alone is refused for lack of room, the ones after it are refused too without asking (no
-/// room frees meanwhile). An error that is not a refusal ends it, as for any call.
+/// Push `batch`'s two halves on `todo`, the front one to be taken first, each still to ask.
+fn push_halves<T>(todo: &mut Vec<(Vec<T>, Option<Status>)>, mut batch: Vec<T>) {
+    let back = batch.split_off(batch.len() / 2);
+    todo.push((back, None));
+    todo.push((batch, None));
+}
+
+/// Install `sessions`, a batch the dataplane refused as a whole with `refusal`: the sessions
+/// it takes are installed (in order), the refused ones returned with the dataplane's reason.
+/// The refused batch itself is not sent again, only its halves. Once a session alone is
+/// refused for lack of room, the ones after it are refused too without asking (no room frees
+/// meanwhile). An error that is not a refusal ends it, as for any call.
 pub async fn install(
     c: &mut DataplaneClient<Channel>,
     sessions: Vec<pb::Session>,
+    refusal: Status,
 ) -> Result<Vec<(SessionId, String)>, Status> {
     let mut refused = Vec::new();
-    let mut todo = vec![sessions];
     let mut full: Option<String> = None;
-    while let Some(mut batch) = todo.pop() {
+    let mut todo = vec![(sessions, Some(refusal))];
+    while let Some((batch, known)) = todo.pop() {
         if batch.is_empty() {
             continue;
         }
@@ -44,49 +53,58 @@ pub async fn install(
             refused.extend(batch.iter().map(|s| (s.session_id, reason.clone())));
             continue;
         }
-        let req = pb::InstallSessionsRequest {
-            sessions: batch.clone(),
+        let answer = match known {
+            Some(s) => Err(s),
+            None => {
+                let req = pb::InstallSessionsRequest {
+                    sessions: batch.clone(),
+                };
+                c.install_sessions(req).await.map(drop)
+            }
         };
-        match c.install_sessions(req).await {
-            Ok(_) => {}
+        match answer {
+            Ok(()) => {}
             Err(s) if refuses_items(&s) && batch.len() == 1 => {
                 if s.code() == Code::ResourceExhausted {
                     full = Some(s.message().to_owned());
                 }
                 refused.push((batch[0].session_id, s.message().to_owned()));
             }
-            Err(s) if refuses_items(&s) => {
-                let back = batch.split_off(batch.len() / 2);
-                todo.push(back);
-                todo.push(batch);
-            }
+            Err(s) if refuses_items(&s) => push_halves(&mut todo, batch),
             Err(s) => return Err(s),
         }
     }
     Ok(refused)
 }
 
-/// Remove `ids`, a batch the dataplane answered with "not found": the ones it holds are
-/// removed, and all of them are gone when this returns `Ok`.
-pub async fn remove(c: &mut DataplaneClient<Channel>, ids: Vec<SessionId>) -> Result<(), Status> {
-    let mut todo = vec![ids];
-    while let Some(mut batch) = todo.pop() {
+/// Remove `ids`, a batch the dataplane answered with `not_found` as a whole: the ones it holds
+/// are removed (the batch itself is not sent again, only its halves), and all of them are
+/// gone when this returns `Ok`.
+pub async fn remove(
+    c: &mut DataplaneClient<Channel>,
+    ids: Vec<SessionId>,
+    not_found: Status,
+) -> Result<(), Status> {
+    let mut todo = vec![(ids, Some(not_found))];
+    while let Some((batch, known)) = todo.pop() {
         if batch.is_empty() {
             continue;
         }
-        let req = pb::RemoveSessionsRequest {
-            session_ids: batch.clone(),
+        let answer = match known {
+            Some(s) => Err(s),
+            None => {
+                let req = pb::RemoveSessionsRequest {
+                    session_ids: batch.clone(),
+                };
+                c.remove_sessions(req).await.map(drop)
+            }
         };
-        match c.remove_sessions(req).await {
-            Ok(_) => {}
+        match answer {
+            Ok(()) => {}
             Err(s) if s.code() == Code::NotFound && batch.len() == 1 => {
                 tracing::info!(session = batch[0], "not in the dataplane: removed already");
             }
-            Err(s) if s.code() == Code::NotFound => {
-                let back = batch.split_off(batch.len() / 2);
-                todo.push(back);
-                todo.push(batch);
-            }
+            Err(s) if s.code() == Code::NotFound => push_halves(&mut todo, batch),
             Err(s) => return Err(s),
         }
     }

@@ -67,7 +67,6 @@ pub enum DpEvent {
     },
     /// Sessions the dataplane refused to install, with its reason: the engine ends them.
     Refused {
-        dataplane: u32,
         sessions: Vec<(SessionId, String)>,
     },
 }
@@ -232,7 +231,7 @@ async fn reconcile(
             .await;
         match r {
             Err(s) if s.code() == tonic::Code::NotFound => {
-                batch_isolation::remove(c, chunk.to_vec()).await?;
+                batch_isolation::remove(c, chunk.to_vec(), s).await?;
             }
             r => {
                 r?;
@@ -254,7 +253,7 @@ async fn reconcile(
         match r {
             Err(s) if batch_isolation::refuses_items(&s) => {
                 tracing::warn!("reconcile: the dataplane refused a batch ({s}): isolating");
-                refused.extend(batch_isolation::install(c, chunk.to_vec()).await?);
+                refused.extend(batch_isolation::install(c, chunk.to_vec(), s).await?);
             }
             r => {
                 r?;
@@ -300,7 +299,7 @@ async fn program(
                 match r {
                     Err(s) if batch_isolation::refuses_items(&s) => {
                         tracing::warn!("the dataplane refused a batch ({s}): isolating");
-                        refused.extend(batch_isolation::install(c, protos()).await?);
+                        refused.extend(batch_isolation::install(c, protos(), s).await?);
                     }
                     r => {
                         r?;
@@ -349,7 +348,7 @@ async fn program(
                 observe::programmed(ids.len(), r.is_ok(), t.elapsed(), &[]);
                 match r {
                     Err(s) if s.code() == tonic::Code::NotFound => {
-                        batch_isolation::remove(c, ids.clone()).await?;
+                        batch_isolation::remove(c, ids.clone(), s).await?;
                     }
                     r => {
                         r?;
@@ -631,7 +630,6 @@ async fn report_refused(
     }
     let _ = events
         .send(DpEvent::Refused {
-            dataplane: index,
             sessions: std::mem::take(refused),
         })
         .await;
@@ -673,6 +671,7 @@ async fn forward_punts(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::Ipv4Addr;
 
     #[test]
     fn an_ack_of_a_refused_session_stays_unsent() {
@@ -692,7 +691,6 @@ mod tests {
         let left: Vec<u8> = injects.iter().map(|(_, f)| f.frame[0]).collect();
         assert_eq!(left, [1, 3, 4]);
     }
-    use std::net::Ipv4Addr;
 
     fn dp(id: u64, captive: bool) -> DpSession {
         DpSession {

@@ -424,7 +424,7 @@ impl Running {
                     self.outputs(out, b);
                 }
             }
-            DpEvent::Refused { sessions, .. } => {
+            DpEvent::Refused { sessions } => {
                 for (id, _) in sessions {
                     let out = self.engine.refused(id, now);
                     self.outputs(out, b);

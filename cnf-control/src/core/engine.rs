@@ -286,9 +286,10 @@ impl Engine {
     }
 
     /// Record that `dataplane` holds up to `sessions` sessions and size the session indexes
-    /// (subscriber, address, admission) for all dataplanes' sessions (no more than the pools
-    /// can address, in server mode), so that filling them never rehashes: at 229,376 and 458,752 sessions a rehash held this
-    /// thread for 7.6 and 16 ms (engine_dora bench), while punted frames queued behind it.
+    /// (subscriber, address, MAC, admission) for all dataplanes' sessions (no more than the
+    /// pools can address, in server mode), so that filling them never rehashes: at 229,376 and
+    /// 458,752 sessions a rehash held this thread for 7.6 and 16 ms (engine_dora bench), while
+    /// punted frames queued behind it.
     pub fn set_dataplane_capacity(&mut self, dataplane: u32, sessions: u64) {
         self.capacities.insert(dataplane, sessions);
         let mut want: u64 = self.capacities.values().sum();
@@ -305,13 +306,25 @@ impl Engine {
         self.admission.reserve(self.session_room);
     }
 
-    /// Whether `dataplane`'s sessions fill the capacity it reported: its tables would refuse
-    /// another install, and a refused batch installs none of its sessions. Unknown until the
-    /// dataplane has connected once.
-    pub(super) fn dataplane_full(&self, dataplane: u32) -> bool {
-        self.capacities
-            .get(&dataplane)
-            .is_some_and(|&cap| self.per_dataplane.get(&dataplane).copied().unwrap_or(0) >= cap)
+    /// Why a new session on `line` may not be created, if it may not (the counter to bump):
+    /// the line holds `max_sessions_per_line` sessions, counting `in_flight` ones about to be
+    /// created; or its dataplane's sessions fill the capacity it reported (its tables would
+    /// refuse another install; unknown until the dataplane has connected once).
+    pub(super) fn no_room(&self, line: Line, in_flight: u32) -> Option<&'static str> {
+        let on_line = self.per_line.get(&line).copied().unwrap_or(0);
+        if on_line.saturating_add(in_flight) >= self.cfg.max_sessions_per_line {
+            return Some("line session limit");
+        }
+        let on_dataplane = self
+            .per_dataplane
+            .get(&line.dataplane)
+            .copied()
+            .unwrap_or(0);
+        let full = self
+            .capacities
+            .get(&line.dataplane)
+            .is_some_and(|&cap| on_dataplane >= cap);
+        full.then_some("dataplane full")
     }
 
     /// Gateways (address, prefix length) the dataplanes must answer ARP for.
@@ -464,14 +477,8 @@ impl Engine {
                     Some(id) => self.discover_existing(id, inb, now_ns, &mut out),
                     None => {
                         // Checked before pacing, so one line's flood spends no tokens.
-                        if self.per_line.get(&line).copied().unwrap_or(0)
-                            >= self.cfg.max_sessions_per_line
-                        {
-                            self.count("line session limit");
-                            return out;
-                        }
-                        if self.dataplane_full(line.dataplane) {
-                            self.count("dataplane full");
+                        if let Some(why) = self.no_room(line, 0) {
+                            self.count(why);
                             return out;
                         }
                         if let Some((line, inb)) = self.pacer.offer(key, (line, inb), now_ns) {
@@ -631,13 +638,8 @@ impl Engine {
             // A paced DISCOVER whose subscriber got a session meanwhile.
             return;
         }
-        let n = self.per_line.get(&line).copied().unwrap_or(0);
-        if n >= self.cfg.max_sessions_per_line {
-            self.count("line session limit");
-            return;
-        }
-        if self.dataplane_full(line.dataplane) {
-            self.count("dataplane full");
+        if let Some(why) = self.no_room(line, 0) {
+            self.count(why);
             return;
         }
         let ip = match adopt {

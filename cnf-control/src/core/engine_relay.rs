@@ -74,13 +74,8 @@ impl Engine {
             // Requests in flight count too: otherwise a burst of new subscribers gets the
             // server to lease more addresses to the line than it may hold sessions.
             let in_flight = self.relay.as_ref().map_or(0, |r| r.pending_on(&line));
-            let sessions = self.per_line.get(&line).copied().unwrap_or(0);
-            if sessions.saturating_add(in_flight) >= self.cfg.max_sessions_per_line {
-                self.count("line session limit");
-                return;
-            }
-            if self.dataplane_full(line.dataplane) {
-                self.count("dataplane full");
+            if let Some(why) = self.no_room(line, in_flight) {
+                self.count(why);
                 return;
             }
             // Rejected anyway at the ACK: spare the server the lease.
