@@ -69,6 +69,54 @@ pub enum DpEvent {
     Refused {
         sessions: Vec<(SessionId, String)>,
     },
+    /// Sessions the dataplane lacked when asked to modify them: the engine installs them.
+    Missing {
+        ids: Vec<SessionId>,
+    },
+}
+
+/// What the dataplane answered about single sessions of a programming run, for the engine.
+#[derive(Debug, Default)]
+struct Answers {
+    /// Removed (or not held: removed already).
+    removed: Vec<SessionId>,
+    /// Refused to install, with the dataplane's reason.
+    refused: Vec<(SessionId, String)>,
+    /// Lacked when a modification named them.
+    missing: Vec<SessionId>,
+}
+
+impl Answers {
+    /// Hand everything gathered to the engine, leaving this empty.
+    async fn report(&mut self, index: u32, events: &mpsc::Sender<DpEvent>) {
+        for (id, reason) in &self.refused {
+            tracing::error!(
+                dataplane = index,
+                session = id,
+                "the dataplane refused the session: {reason}"
+            );
+        }
+        for id in &self.missing {
+            tracing::warn!(
+                dataplane = index,
+                session = id,
+                "the dataplane lacked the session it was asked to modify: installing it"
+            );
+        }
+        let removed = std::mem::take(&mut self.removed);
+        let sessions = std::mem::take(&mut self.refused);
+        let missing = std::mem::take(&mut self.missing);
+        let evs = [
+            (!removed.is_empty()).then_some(DpEvent::Removed { ids: removed }),
+            (!sessions.is_empty()).then_some(DpEvent::Refused { sessions }),
+            (!missing.is_empty()).then_some(DpEvent::Missing { ids: missing }),
+        ];
+        for ev in evs.into_iter().flatten() {
+            if events.send(ev).await.is_err() {
+                return;
+            }
+        }
+    }
 }
 
 /// A comparison of the dataplane's sessions with the control's.
@@ -267,8 +315,7 @@ async fn reconcile(
 async fn program(
     c: &mut DataplaneClient<Channel>,
     ops: Vec<ProgramOp>,
-    removed: &mut Vec<SessionId>,
-    refused: &mut Vec<(SessionId, String)>,
+    answers: &mut Answers,
 ) -> Result<(), tonic::Status> {
     let mut i = 0;
     while i < ops.len() {
@@ -299,7 +346,8 @@ async fn program(
                 match r {
                     Err(s) if batch_isolation::refuses_items(&s) => {
                         tracing::warn!("the dataplane refused a batch ({s}): isolating");
-                        refused.extend(batch_isolation::install(c, protos(), s).await?);
+                        let refused = batch_isolation::install(c, protos(), s).await?;
+                        answers.refused.extend(refused);
                     }
                     r => {
                         r?;
@@ -323,11 +371,21 @@ async fn program(
                     })
                     .collect::<Vec<_>>();
                 let (n, t) = (changes.len(), std::time::Instant::now());
-                let r = c
-                    .modify_sessions(pb::ModifySessionsRequest { changes })
-                    .await;
+                let req = pb::ModifySessionsRequest {
+                    changes: changes.clone(),
+                };
+                let r = c.modify_sessions(req).await;
                 observe::programmed(n, r.is_ok(), t.elapsed(), &[]);
-                r?;
+                match r {
+                    Err(s) if batch_isolation::lacks_items(&s) => {
+                        tracing::warn!("the dataplane lacks a session to modify ({s}): isolating");
+                        let missing = batch_isolation::modify(c, changes, s).await?;
+                        answers.missing.extend(missing);
+                    }
+                    r => {
+                        r?;
+                    }
+                }
             }
             ProgramOp::Remove(_) => {
                 let ids: Vec<SessionId> = run
@@ -354,7 +412,7 @@ async fn program(
                         r?;
                     }
                 }
-                removed.extend(ids);
+                answers.removed.extend(ids);
             }
         }
         i = j;
@@ -504,14 +562,13 @@ async fn session(
         .map_err(|_| "engine gone".to_string())?;
     let desired = drx.await.map_err(|_| "engine gone".to_string())?;
     // Commands queued before the snapshot are superseded by it; removals are confirmed.
-    let mut removed = Vec::new();
+    let mut answers = Answers::default();
     while let Ok(cmd) = cmds.try_recv() {
         if let DpCmd::Program(ProgramOp::Remove(id)) = cmd {
-            removed.push(id);
+            answers.removed.push(id);
         }
     }
-    let mut refused = Vec::new();
-    let report = reconcile(&mut c, &desired, &mut refused)
+    let report = reconcile(&mut c, &desired, &mut answers.refused)
         .await
         .map_err(|e| format!("reconcile: {e}"))?;
     tracing::info!(
@@ -534,14 +591,7 @@ async fn session(
         s.last_reconcile = Some(report);
         s.last_error = None;
     }
-    if !removed.is_empty() {
-        let _ = events
-            .send(DpEvent::Removed {
-                ids: std::mem::take(&mut removed),
-            })
-            .await;
-    }
-    report_refused(index, events, &mut refused).await;
+    answers.report(index, events).await;
 
     // Punts are read by a task of their own, so that frames keep flowing to the engine while
     // this one waits on a programming call (before, the stream stalled for each call).
@@ -569,7 +619,7 @@ async fn session(
                             injects.push((announces, pb::InjectedFrame { port, frame }));
                         }
                         DpCmd::Audit { desired, reply } => {
-                            let r = program(&mut c, std::mem::take(&mut ops), &mut removed, &mut refused).await;
+                            let r = program(&mut c, std::mem::take(&mut ops), &mut answers).await;
                             let d = match r {
                                 Ok(()) => list_all(&mut c).await.map(|h| diff(&h, &desired)).map_err(|e| e.to_string()),
                                 Err(e) => Err(e.to_string()),
@@ -581,8 +631,8 @@ async fn session(
                         pending = cmds.try_recv().ok();
                     }
                 }
-                let r = program(&mut c, ops, &mut removed, &mut refused).await;
-                drop_acks_of_refused(&mut injects, &refused);
+                let r = program(&mut c, ops, &mut answers).await;
+                drop_acks_of_refused(&mut injects, &answers.refused);
                 // Waits rather than drops when the stream is behind (HTTP/2 flow control is the
                 // bound); an error means the stream is gone, which ends this connection.
                 for (_, f) in injects {
@@ -591,10 +641,7 @@ async fn session(
                     }
                 }
                 observe::replies_sent(index);
-                if !removed.is_empty() {
-                    let _ = events.send(DpEvent::Removed { ids: std::mem::take(&mut removed) }).await;
-                }
-                report_refused(index, events, &mut refused).await;
+                answers.report(index, events).await;
                 r.map_err(|e| format!("programming: {e}"))?;
             }
         }
@@ -610,29 +657,6 @@ fn drop_acks_of_refused(
     if !refused.is_empty() {
         injects.retain(|(a, _)| a.is_none_or(|id| refused.iter().all(|(r, _)| *r != id)));
     }
-}
-
-/// Hand the sessions the dataplane refused to the engine, which ends them.
-async fn report_refused(
-    index: u32,
-    events: &mpsc::Sender<DpEvent>,
-    refused: &mut Vec<(SessionId, String)>,
-) {
-    if refused.is_empty() {
-        return;
-    }
-    for (id, reason) in refused.iter() {
-        tracing::error!(
-            dataplane = index,
-            session = id,
-            "the dataplane refused the session: {reason}"
-        );
-    }
-    let _ = events
-        .send(DpEvent::Refused {
-            sessions: std::mem::take(refused),
-        })
-        .await;
 }
 
 /// Aborts the task when dropped (when the connection's session ends, its punt reader goes too).
@@ -757,3 +781,7 @@ mod tests {
         assert_eq!(d.green.unwrap().action, pb::ColourAction::Transmit as i32);
     }
 }
+
+#[cfg(test)]
+#[path = "dataplane_program_tests.rs"]
+mod program_tests;

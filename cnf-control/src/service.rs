@@ -430,6 +430,12 @@ impl Running {
                     self.outputs(out, b);
                 }
             }
+            DpEvent::Missing { ids } => {
+                for id in ids {
+                    let out = self.engine.missing(id);
+                    self.outputs(out, b);
+                }
+            }
         }
     }
 

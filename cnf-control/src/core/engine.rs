@@ -1056,6 +1056,24 @@ impl Engine {
         out
     }
 
+    /// A dataplane answered a modification of session `id` with "not found" (a refusal of
+    /// its install not yet seen here, or tables that lost it): it is installed again as it is
+    /// now, if it is still bound. A session that ended meanwhile needs nothing.
+    pub fn missing(&mut self, id: SessionId) -> Vec<Output> {
+        let Some(s) = self.sessions.get(&id) else {
+            return Vec::new();
+        };
+        let Some(dp) = dp_session(s) else {
+            return Vec::new();
+        };
+        let dataplane = s.line.dataplane;
+        self.count("reinstalled: missing in dataplane");
+        vec![Output::Program {
+            dataplane,
+            op: ProgramOp::Install(dp),
+        }]
+    }
+
     /// Operator or CoA Disconnect.
     pub fn disconnect(&mut self, id: SessionId, now_ns: u64) -> Option<Vec<Output>> {
         self.sessions.contains_key(&id).then(|| {

@@ -231,6 +231,30 @@ fn plan_changed_by_coa_modifies_in_place() {
 }
 
 #[test]
+fn a_session_the_dataplane_lacks_is_installed_again_as_it_is_now() {
+    let mut e = engine(10, UnknownPolicy::Captive);
+    let (ip, _) = dora(&mut e, 1, 0);
+    e.change_plan(1, "silver", S).unwrap();
+    let out = e.missing(1);
+    let ops = programs(&out);
+    let [ProgramOp::Install(dp)] = &ops[..] else {
+        panic!("one install, got {out:?}");
+    };
+    assert_eq!((dp.id, dp.ip, dp.plan_id, dp.captive), (1, ip, 11, false));
+    assert_eq!(
+        e.counters()
+            .iter()
+            .find(|(k, _)| *k == "reinstalled: missing in dataplane")
+            .map(|c| c.1),
+        Some(1)
+    );
+    assert!(
+        e.missing(99).is_empty(),
+        "a session that ended needs nothing"
+    );
+}
+
+#[test]
 fn discover_storm_from_one_mac_is_suppressed() {
     let mut e = engine(10, UnknownPolicy::Captive);
     let f = client_frame(&msg(DhcpMessageType::Discover, 1, 1), None);
