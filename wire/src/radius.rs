@@ -147,6 +147,8 @@ pub mod value {
     pub const TERMINATE_SESSION_TIMEOUT: u32 = 5;
     /// Admin-Reset.
     pub const TERMINATE_ADMIN_RESET: u32 = 6;
+    /// NAS-Error.
+    pub const TERMINATE_NAS_ERROR: u32 = 9;
     /// NAS-Request.
     pub const TERMINATE_NAS_REQUEST: u32 = 10;
     /// User-Error.

@@ -1045,13 +1045,13 @@ impl Engine {
     }
 
     /// A dataplane refused to install session `id` (its tables full, or an address or line it
-    /// holds for another session): the session is ended as by a Disconnect, so that its
-    /// address and slot are freed and the subscriber starts over.
+    /// holds for another session): the session is ended like a Disconnect, so that its
+    /// address and slot are freed and the subscriber starts over (RADIUS: NAS-Error).
     pub fn refused(&mut self, id: SessionId, now_ns: u64) -> Vec<Output> {
         let mut out = Vec::new();
         if self.sessions.contains_key(&id) {
             self.count("refused by dataplane");
-            self.event(id, Event::Disconnect, now_ns, &mut out);
+            self.event(id, Event::Refused, now_ns, &mut out);
         }
         out
     }

@@ -190,32 +190,44 @@ fn coa_changes_the_plan_of_a_live_session() {
 }
 
 #[test]
-fn disconnect_removes_stops_accounting_and_forgets() {
-    let mut e = engine(UnknownPolicy::Captive);
-    let id = discover(&mut e, 1, 1);
-    answer_and_bind(&mut e, id, AuthOutcome::Accept { plan: None }, 1, 1);
-    let out = e.disconnect(id, 30 * S).expect("session exists");
-    assert!(out.iter().any(|o| matches!(
-        o,
-        Output::Program {
-            op: ProgramOp::Remove(x),
-            ..
-        } if *x == id
-    )));
-    assert!(out.iter().any(|o| matches!(
-        o,
-        Output::Accounting {
-            kind: AcctKind::Stop,
-            reason: Some(EndReason::Disconnected),
-            ..
-        }
-    )));
-    assert!(
-        out.iter()
-            .any(|o| matches!(o, Output::Forget(x) if *x == id))
-    );
-    assert!(e.desired(0).is_empty());
-    e.removed(id, 31 * S);
-    assert_eq!(e.sessions_len(), 0);
-    assert!(e.disconnect(id, 32 * S).is_none(), "unknown session");
+fn a_disconnect_or_a_dataplane_refusal_removes_stops_accounting_and_forgets() {
+    type End = fn(&mut Engine, SessionId, u64) -> Vec<Output>;
+    let disconnect: End = |e, id, t| e.disconnect(id, t).expect("session exists");
+    let refused: End = |e, id, t| e.refused(id, t);
+    for (end, reason) in [
+        (disconnect, EndReason::Disconnected),
+        (refused, EndReason::Refused),
+    ] {
+        let mut e = engine(UnknownPolicy::Captive);
+        let id = discover(&mut e, 1, 1);
+        answer_and_bind(&mut e, id, AuthOutcome::Accept { plan: None }, 1, 1);
+        let out = end(&mut e, id, 30 * S);
+        assert!(out.iter().any(|o| matches!(
+            o,
+            Output::Program {
+                op: ProgramOp::Remove(x),
+                ..
+            } if *x == id
+        )));
+        assert!(
+            out.iter().any(|o| matches!(
+                o,
+                Output::Accounting {
+                    kind: AcctKind::Stop,
+                    reason: Some(r),
+                    ..
+                } if *r == reason
+            )),
+            "{reason:?}"
+        );
+        assert!(
+            out.iter()
+                .any(|o| matches!(o, Output::Forget(x) if *x == id))
+        );
+        assert!(e.desired(0).is_empty());
+        e.removed(id, 31 * S);
+        assert_eq!(e.sessions_len(), 0);
+        assert!(e.disconnect(id, 32 * S).is_none(), "unknown session");
+        assert!(e.refused(id, 32 * S).is_empty(), "unknown session");
+    }
 }

@@ -88,6 +88,9 @@ pub enum EndReason {
     Disconnected,
     /// Ended by the NAS itself: an operator drain.
     Drained,
+    /// Ended by the NAS itself: a dataplane would not install it (its tables full, or a line
+    /// or address it holds for another session).
+    Refused,
 }
 
 /// The session's state; each variant carries what it needs.
@@ -170,6 +173,8 @@ pub enum Event {
     Disconnect,
     /// An operator drain: a Disconnect the NAS decided on (RADIUS tells the two apart).
     Drain,
+    /// A dataplane refused to install the session.
+    Refused,
     /// The dataplanes confirmed the removal.
     Removed,
 }
@@ -401,7 +406,7 @@ pub fn step(state: State, event: Event, now_ns: u64, lease_secs: u32) -> (State,
         ),
         (
             S::Offered { ip, .. } | S::Discovering { ip, .. },
-            E::Release | E::Disconnect | E::Drain,
+            E::Release | E::Disconnect | E::Drain | E::Refused,
         ) => (
             S::Expired {
                 reason: EndReason::Released,
@@ -512,6 +517,7 @@ fn bound_step(
         E::Release => end_bound(lease.ip, now_ns, EndReason::Released),
         E::Disconnect => end_bound(lease.ip, now_ns, EndReason::Disconnected),
         E::Drain => end_bound(lease.ip, now_ns, EndReason::Drained),
+        E::Refused => end_bound(lease.ip, now_ns, EndReason::Refused),
         E::Decline => {
             // The client found the address in use (RFC 2131 §4.4.1): drop it and quarantine.
             let (_, mut actions) = end_bound(lease.ip, now_ns, EndReason::Declined);

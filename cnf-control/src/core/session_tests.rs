@@ -268,19 +268,22 @@ fn plan_changed_by_coa() {
 }
 
 #[test]
-fn a_drain_ends_a_bound_session_with_its_own_reason() {
-    let mut s = bound_at(0, GOLD);
-    assert_eq!(
-        s.at(5, Event::Drain),
-        vec![
-            Action::Remove,
-            Action::AccountingStop {
-                reason: EndReason::Drained
-            },
-            Action::Forget
-        ]
-    );
-    assert_eq!(s.name(), "releasing");
+fn a_drain_or_a_dataplane_refusal_ends_a_bound_session_with_its_own_reason() {
+    for (event, reason) in [
+        (Event::Drain, EndReason::Drained),
+        (Event::Refused, EndReason::Refused),
+    ] {
+        let mut s = bound_at(0, GOLD);
+        assert_eq!(
+            s.at(5, event),
+            vec![
+                Action::Remove,
+                Action::AccountingStop { reason },
+                Action::Forget
+            ]
+        );
+        assert_eq!(s.name(), "releasing");
+    }
 }
 
 #[test]

@@ -45,6 +45,8 @@ pub fn terminate_cause(r: EndReason) -> u32 {
         EndReason::Declined => value::TERMINATE_USER_ERROR,
         // A Disconnect-Request (RFC 5176) or an operator's removal of this one session.
         EndReason::Disconnected => value::TERMINATE_ADMIN_RESET,
+        // The dataplane would not take it: the NAS's own fault, not the subscriber's.
+        EndReason::Refused => value::TERMINATE_NAS_ERROR,
         EndReason::Drained
         | EndReason::OfferTimeout
         | EndReason::AuthTimeout
@@ -300,6 +302,7 @@ mod tests {
         assert_eq!(cause(EndReason::LeaseExpired), 5); // Session-Timeout
         assert_eq!(cause(EndReason::Disconnected), 6); // Admin-Reset
         assert_eq!(cause(EndReason::Drained), 10); // NAS-Request
+        assert_eq!(cause(EndReason::Refused), 9); // NAS-Error
         assert_eq!(cause(EndReason::Declined), 17); // User-Error
     }
 

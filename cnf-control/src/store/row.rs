@@ -325,7 +325,7 @@ fn state_row(s: &State) -> StateRow {
 }
 
 /// Stable codes: a stored row outlives any reordering of the enum.
-const REASONS: [(EndReason, u32); 8] = [
+const REASONS: [(EndReason, u32); 9] = [
     (EndReason::Released, 1),
     (EndReason::LeaseExpired, 2),
     (EndReason::Declined, 3),
@@ -334,6 +334,7 @@ const REASONS: [(EndReason, u32); 8] = [
     (EndReason::AuthTimeout, 6),
     (EndReason::Disconnected, 7),
     (EndReason::Drained, 8),
+    (EndReason::Refused, 9),
 ];
 
 fn reason_code(r: EndReason) -> u32 {
