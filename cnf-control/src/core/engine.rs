@@ -190,6 +190,29 @@ pub struct Engine {
     relay_acks: FastMap<SubscriberKey, relay_glue::RelayAck>,
 }
 
+/// What the server answers a client.
+struct Reply {
+    kind: DhcpMessageType,
+    /// The address offered or acknowledged (unspecified for a NAK or an INFORM's ACK).
+    yiaddr: Ipv4Addr,
+    /// The pool whose lease parameters the reply carries.
+    pool: usize,
+    /// The session an ACK announces (see [`Output::Inject`]).
+    announces: Option<SessionId>,
+}
+
+impl Reply {
+    /// A NAK, or the ACK of an INFORM: no address, no session.
+    fn without_address(kind: DhcpMessageType, pool: usize) -> Self {
+        Reply {
+            kind,
+            yiaddr: Ipv4Addr::UNSPECIFIED,
+            pool,
+            announces: None,
+        }
+    }
+}
+
 const STICKY_MAX: usize = 1 << 20;
 const FALLBACK_MAC: WireMac = WireMac([0x02, 0x6b, 0x62, 0x6e, 0x67, 0x01]);
 
@@ -514,14 +537,8 @@ impl Engine {
                 self.count("INFORM");
                 // RFC 2131 §4.3.5: answer with configuration, no address and no lease.
                 if let Some(p) = self.pools.pool_of(inb.msg.ciaddr) {
-                    self.reply(
-                        &inb,
-                        line,
-                        (DhcpMessageType::Ack, None),
-                        Ipv4Addr::UNSPECIFIED,
-                        p,
-                        &mut out,
-                    );
+                    let ack = Reply::without_address(DhcpMessageType::Ack, p);
+                    self.reply(&inb, line, ack, &mut out);
                 } else {
                     self.count("INFORM from outside the pools");
                 }
@@ -602,9 +619,7 @@ impl Engine {
             self.reply(
                 &inb,
                 line,
-                (DhcpMessageType::Nak, None),
-                Ipv4Addr::UNSPECIFIED,
-                0,
+                Reply::without_address(DhcpMessageType::Nak, 0),
                 out,
             );
             return;
@@ -614,9 +629,7 @@ impl Engine {
             self.reply(
                 &inb,
                 line,
-                (DhcpMessageType::Nak, None),
-                Ipv4Addr::UNSPECIFIED,
-                p,
+                Reply::without_address(DhcpMessageType::Nak, p),
                 out,
             );
             return;
@@ -917,8 +930,13 @@ impl Engine {
                 };
                 let line = s.line;
                 if let Some(inb) = s.pending.take() {
-                    let announces = (kind == DhcpMessageType::Ack).then_some(id);
-                    self.reply(&inb, line, (kind, announces), yi, pool, out);
+                    let reply = Reply {
+                        kind,
+                        yiaddr: yi,
+                        pool,
+                        announces: (kind == DhcpMessageType::Ack).then_some(id),
+                    };
+                    self.reply(&inb, line, reply, out);
                 }
             }
             Action::Install { .. } | Action::Modify { .. } => {
@@ -977,16 +995,14 @@ impl Engine {
         }
     }
 
-    /// A reply of `kind` to `inb`; `announces` is the session an ACK announces, if any.
-    fn reply(
-        &mut self,
-        inb: &Inbound,
-        line: Line,
-        (kind, announces): (DhcpMessageType, Option<SessionId>),
-        yiaddr: Ipv4Addr,
-        pool: usize,
-        out: &mut Vec<Output>,
-    ) {
+    /// Answer `inb` on `line` as `reply` says.
+    fn reply(&mut self, inb: &Inbound, line: Line, reply: Reply, out: &mut Vec<Output>) {
+        let Reply {
+            kind,
+            yiaddr,
+            pool,
+            announces,
+        } = reply;
         let Some(params) = self.params.get(pool) else {
             return;
         };
