@@ -716,7 +716,7 @@ mod tests {
         assert_eq!(left, [1, 3, 4]);
     }
 
-    fn dp(id: u64, captive: bool) -> DpSession {
+    pub(super) fn dp(id: u64, captive: bool) -> DpSession {
         DpSession {
             id,
             port: 0,

@@ -9,6 +9,7 @@ use kbng_api::v1::dataplane_server::{Dataplane, DataplaneServer};
 use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
 use tonic::{Request, Response, Status};
 
+use super::tests::dp;
 use super::*;
 
 #[derive(Default)]
@@ -164,19 +165,6 @@ async fn fake(room: usize, held: &[SessionId]) -> (DataplaneClient<Channel>, Arc
     (c, state)
 }
 
-fn session(id: SessionId) -> DpSession {
-    DpSession {
-        id,
-        port: 0,
-        outer_vlan: 0,
-        inner_vlan: 0,
-        mac: [2, 0, 0, 0, 0, id as u8],
-        ip: std::net::Ipv4Addr::from(0x6440_0000 + id as u32),
-        plan_id: 1,
-        captive: false,
-    }
-}
-
 fn modify(id: SessionId) -> ProgramOp {
     ProgramOp::Modify {
         id,
@@ -190,7 +178,7 @@ async fn a_modification_of_sessions_the_dataplane_lacks_names_them_and_does_the_
     let held: Vec<SessionId> = (1..=10).filter(|id| *id != 4 && *id != 9).collect();
     let (mut c, state) = fake(100, &held).await;
     let mut ops: Vec<ProgramOp> = (1..=10).map(modify).collect();
-    ops.push(ProgramOp::Install(session(11)));
+    ops.push(ProgramOp::Install(dp(11, false)));
     let mut answers = Answers::default();
     program(&mut c, ops, &mut answers)
         .await
@@ -216,7 +204,9 @@ async fn a_modification_of_sessions_the_dataplane_lacks_names_them_and_does_the_
 #[tokio::test]
 async fn a_dataplane_out_of_room_installs_what_fits_and_refuses_the_rest() {
     let (mut c, state) = fake(5, &[]).await;
-    let ops = (1..=8).map(|id| ProgramOp::Install(session(id))).collect();
+    let ops = (1..=8)
+        .map(|id| ProgramOp::Install(dp(id, false)))
+        .collect();
     let mut answers = Answers::default();
     program(&mut c, ops, &mut answers).await.unwrap();
     let refused: Vec<SessionId> = answers.refused.iter().map(|(id, _)| *id).collect();
