@@ -10,7 +10,8 @@
 # and writes accounting to a detail file, which the checks read. The control's first RADIUS
 # server is a dead port, so every first request proves failover. Midway the control restarts
 # with CHAP instead of PAP; then a drain and a clean shutdown end the accounting; last, with
-# 8 s leases, a client killed without RELEASE runs out its lease (Stop with Session-Timeout).
+# 8 s leases, a client killed without RELEASE runs out its lease (Stop with Session-Timeout);
+# then a dataplane restarted with room for one session fewer refuses one (Stop with NAS-Error).
 # Prints "ok - ..." or "not ok - ..." per check; exits non-zero on any failure. Stops what it
 # started by pid.
 set -uo pipefail
@@ -88,6 +89,12 @@ freeradius_conf "$tmp" "$rip" "$auth_port" "$acct_port" "$secret" <<EOF
 	Filter-Id := "gold"
 
 "02:00:00:00:0a:08" Cleartext-Password := "02:00:00:00:0a:08"
+	Filter-Id := "gold"
+
+"02:00:00:00:0a:09" Cleartext-Password := "02:00:00:00:0a:09"
+	Filter-Id := "gold"
+
+"02:00:00:00:0a:0a" Cleartext-Password := "02:00:00:00:0a:0a"
 	Filter-Id := "gold"
 EOF
 start_freeradius() { freeradius_start "$tmp"; }
@@ -349,6 +356,38 @@ if [[ -n $rad_pid ]] && start_control "$tmp/short.yaml"; then
     stop_control >/dev/null
 else
     bad "the control restarts with 8 s leases for the expiry check" "$(tail -3 "$tmp/control.log")"
+fi
+
+# ---- the dataplane restarts with room for one session fewer than the control holds: the
+# control keeps the others, ends the one refused, and its Stop says NAS-Error
+if [[ -n $rad_pid ]] && start_control "$tmp/control.yaml"; then
+    client c9 02:00:00:00:0a:09
+    client c10 02:00:00:00:0a:0a
+    # One after the other: the newer session has the higher id, and the reconcile installs
+    # in id order, so it is the one the smaller dataplane refuses.
+    for c in c9 c10; do inns $c timeout 30 udhcpc -i e0 -n -q -f -s /etc/udhcpc/default.script >>"$tmp/clients.log" 2>&1; done
+    ip9=$(addr_of c9) ip10=$(addr_of c10)
+    id9=$(session_of "$ip9" id) id10=$(session_of "$ip10" id)
+    asid10=$(printf '%016x' "${id10:-0}")
+    bound=$(apiget "/v1/sessions?limit=1000" | py 'sum(1 for s in d["sessions"] if s["state"] in ("active", "captive", "renewing"))')
+    if [[ -n $id9 && -n $id10 ]] && ((id10 > id9)) && wait_for 5 detail_has "$asid10" Start True; then
+        refused0=$(counter "refused by dataplane")
+        dataplane_stop
+        DP_SESSIONS=$((bound - 1)) dataplane_start "$dp_bin" "$sock" "$tmp/dataplane-small.log"
+        control_wait_connected "$api"
+        check "the session a dataplane with room for one fewer refuses ends, and FreeRADIUS gets its Stop with NAS-Error" \
+            wait_for 10 detail_has "$asid10" Stop "r.get('Acct-Terminate-Cause') == 'NAS-Error'"
+        c10_gone() { [[ $(session_of "$ip10" id) == None ]]; }
+        refused=$(($(counter "refused by dataplane") - refused0))
+        if ((refused == 1)) && wait_for 5 c10_gone && [[ $(session_of "$ip9" state) == active ]] && audit_clean && reach c9; then
+            ok "the others stay: c9 active and forwarding, c10 gone, one refused, the audit clean"; else
+            bad "the others stay after the refusal" "refused=$refused c9=$(session_of "$ip9" state) c10=$(session_of "$ip10" id) $(apiget /v1/dataplanes)"; fi
+    else
+        bad "c9 and c10 admitted and accounted before the smaller dataplane" "bound=$bound ids=$id9,$id10 $(tail -3 "$tmp/clients.log")"
+    fi
+    stop_control >/dev/null
+else
+    bad "the control restarts for the refusal check" "$(tail -3 "$tmp/control.log")"
 fi
 
 if ((failed)); then
