@@ -15,7 +15,7 @@ use std::net::Ipv4Addr;
 use prost::Message;
 
 use crate::core::Line;
-use crate::core::engine::{Session, SubscriberKey};
+use crate::core::engine::{Opt82Key, Session, SubscriberKey};
 use crate::core::session::{EndReason, Grant, Lease, RenewPhase, State};
 
 /// The first byte of a protobuf row (a JSON row's first byte is `{`).
@@ -199,14 +199,10 @@ impl From<&Session> for SessionRow {
                     mac: Some(mac.to_vec()),
                     ..KeyRow::default()
                 },
-                SubscriberKey::Opt82 {
-                    dataplane,
-                    circuit_id,
-                    remote_id,
-                } => KeyRow {
-                    opt82_dataplane: Some(*dataplane),
-                    circuit_id: circuit_id.clone(),
-                    remote_id: remote_id.clone(),
+                SubscriberKey::Opt82(k) => KeyRow {
+                    opt82_dataplane: Some(k.dataplane),
+                    circuit_id: k.circuit_id.clone(),
+                    remote_id: k.remote_id.clone(),
                     ..KeyRow::default()
                 },
             }),
@@ -444,11 +440,11 @@ impl TryFrom<SessionRow> for Session {
     fn try_from(r: SessionRow) -> Result<Session, RowError> {
         let k = r.key.ok_or(RowError::Field("key"))?;
         let key = match k.opt82_dataplane {
-            Some(dataplane) => SubscriberKey::Opt82 {
+            Some(dataplane) => SubscriberKey::Opt82(Box::new(Opt82Key {
                 dataplane,
                 circuit_id: k.circuit_id,
                 remote_id: k.remote_id,
-            },
+            })),
             None => SubscriberKey::Mac {
                 line: line(k.line, "key.line")?,
                 mac: mac(k.mac.as_deref().unwrap_or_default(), "key.mac")?,

@@ -75,11 +75,11 @@ fn session(id: u64, key82: bool, state: State) -> Session {
     Session {
         id,
         key: if key82 {
-            SubscriberKey::Opt82 {
+            SubscriberKey::Opt82(Box::new(Opt82Key {
                 dataplane: 2,
                 circuit_id: Some(b"olt-7/1/1".to_vec()),
                 remote_id: None,
-            }
+            }))
         } else {
             SubscriberKey::Mac { line, mac }
         },
@@ -108,6 +108,19 @@ fn every_state_and_key_round_trips_exactly() {
             assert_eq!(round_trip(&s), s);
         }
     }
+}
+
+#[test]
+fn an_option_82_key_keeps_the_json_of_the_struct_variant_it_was() {
+    let key = SubscriberKey::Opt82(Box::new(Opt82Key {
+        dataplane: 2,
+        circuit_id: Some(b"c".to_vec()),
+        remote_id: None,
+    }));
+    let old = r#"{"Opt82":{"dataplane":2,"circuit_id":[99],"remote_id":null}}"#;
+    assert_eq!(serde_json::to_string(&key).unwrap(), old);
+    assert_eq!(serde_json::from_str::<SubscriberKey>(old).unwrap(), key);
+    assert_eq!(std::mem::size_of::<SubscriberKey>(), 24);
 }
 
 #[test]
