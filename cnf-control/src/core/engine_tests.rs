@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::core::dhcp::tests::client_frame;
-use crate::core::test_support::{S, cap, engine_config, mac, msg, programs, replies};
+use crate::core::test_support::{S, cap, counter, engine_config, mac, msg, programs, replies};
 use kbng_wire::{DhcpOp, DhcpRepr};
 
 fn engine(cap_n: u64, unknown: UnknownPolicy) -> Engine {
@@ -241,13 +241,7 @@ fn a_session_the_dataplane_lacks_is_installed_again_as_it_is_now() {
         panic!("one install, got {out:?}");
     };
     assert_eq!((dp.id, dp.ip, dp.plan_id, dp.captive), (1, ip, 11, false));
-    assert_eq!(
-        e.counters()
-            .iter()
-            .find(|(k, _)| *k == "reinstalled: missing in dataplane")
-            .map(|c| c.1),
-        Some(1)
-    );
+    assert_eq!(counter(&e, "reinstalled: missing in dataplane"), 1);
     assert!(
         e.missing(99).is_empty(),
         "a session that ended needs nothing"
