@@ -355,31 +355,31 @@ async fn program(
                 }
             }
             ProgramOp::Modify { .. } => {
-                let changes = run
-                    .iter()
-                    .filter_map(|o| match o {
-                        ProgramOp::Modify {
-                            id,
-                            plan_id,
-                            captive,
-                        } => Some(pb::SessionChange {
-                            session_id: *id,
-                            plan_id: *plan_id,
-                            captive: *captive,
-                        }),
-                        _ => None,
-                    })
-                    .collect::<Vec<_>>();
-                let (n, t) = (changes.len(), std::time::Instant::now());
-                let req = pb::ModifySessionsRequest {
-                    changes: changes.clone(),
+                // Built again only if a session is missing, as for installs.
+                let changes = || -> Vec<pb::SessionChange> {
+                    run.iter()
+                        .filter_map(|o| match o {
+                            ProgramOp::Modify {
+                                id,
+                                plan_id,
+                                captive,
+                            } => Some(pb::SessionChange {
+                                session_id: *id,
+                                plan_id: *plan_id,
+                                captive: *captive,
+                            }),
+                            _ => None,
+                        })
+                        .collect()
                 };
+                let req = pb::ModifySessionsRequest { changes: changes() };
+                let (n, t) = (req.changes.len(), std::time::Instant::now());
                 let r = c.modify_sessions(req).await;
                 observe::programmed(n, r.is_ok(), t.elapsed(), &[]);
                 match r {
                     Err(s) if batch_isolation::lacks_items(&s) => {
                         tracing::warn!("the dataplane lacks a session to modify ({s}): isolating");
-                        let missing = batch_isolation::modify(c, changes, s).await?;
+                        let missing = batch_isolation::modify(c, changes(), s).await?;
                         answers.missing.extend(missing);
                     }
                     r => {
