@@ -105,14 +105,15 @@ async fn main() -> anyhow::Result<()> {
     if args.check_config {
         println!(
             "kbng-control: configuration valid: {} dataplane(s) {:?}, {} plan(s), cap {} ({:?}), \
-             store {}, API {}",
+             store {}, API {}{}",
             cfg.dataplanes.len(),
             cfg.dataplanes,
             cfg.plans.len(),
             engine.cap().max_sessions,
             engine.cap().source,
             cfg.store.display(),
-            cfg.api_listen
+            cfg.api_listen,
+            cfg.radius.as_ref().map_or(String::new(), radius_summary)
         );
         return Ok(());
     }
@@ -227,4 +228,18 @@ async fn main() -> anyhow::Result<()> {
         kbng_control::radius::nas::shutdown(&tx).await;
     }
     Ok(())
+}
+
+/// What `--check-config` says of the RADIUS section: the servers, and where CoA and
+/// Disconnect requests are taken from whom.
+fn radius_summary(r: &kbng_control::radius::config::RadiusConfig) -> String {
+    let das = r.das.as_ref().map_or(", no CoA/Disconnect".into(), |d| {
+        let clients: Vec<String> = d.clients.iter().map(|(a, _)| a.to_string()).collect();
+        format!(
+            ", CoA/Disconnect on {} from [{}]",
+            d.listen,
+            clients.join(", ")
+        )
+    });
+    format!(", RADIUS {} server(s){das}", r.servers.len())
 }

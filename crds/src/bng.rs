@@ -420,6 +420,38 @@ pub struct RadiusSpec {
     /// How an Access-Request proves the subscriber's password.
     #[serde(default)]
     pub auth_method: RadiusAuthMethod,
+    /// Change-of-Authorization and Disconnect requests (RFC 5176) from the RADIUS side: a
+    /// plan changed or a session ended live. Absent: the control does not listen for them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dynamic_authorization: Option<DynamicAuthorizationSpec>,
+}
+
+/// Where the control listens for CoA and Disconnect requests, and whom it answers. Each
+/// client signs with the BNG's RADIUS secret (`secretRef`); a request from any other address,
+/// or with another secret, is discarded and counted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[x_kube(validation = Rule::new("self.port != 8080 && self.port != 9090").message("port must not be the control's admin port (8080) or metrics port (9090)"))]
+pub struct DynamicAuthorizationSpec {
+    /// UDP port of the control pod (RFC 5176's is 3799). Unprivileged: the control runs
+    /// without the capability to bind below 1024.
+    #[serde(default = "default_das_port")]
+    #[schemars(range(min = 1024, max = 65535))]
+    pub port: u16,
+    /// The source addresses requests come from (RADIUS servers or proxies).
+    #[schemars(length(min = 1, max = 16))]
+    pub clients: Vec<DasClient>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DasClient {
+    #[schemars(regex(pattern = IPV4_PATTERN), length(max = 15))]
+    pub address: String,
+}
+
+fn default_das_port() -> u16 {
+    3799
 }
 
 /// `pap` sends User-Password, which every server can check whatever form it stores

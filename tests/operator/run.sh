@@ -189,6 +189,16 @@ t_bad_crs_are_refused() {
       "radius": {"servers": [{"address": "192.0.2.10"}], "nasIdentifier": "lab", "authMethod": "mschap",
                  "secretRef": {"name": "radius-secret", "key": "secret"}}}')" \
     'authMethod: Unsupported value: "mschap"' || rc=1
+  refused "CoA port on the control's admin port" "$(bng_json das '.spec.aaa = {"mode": "radius", "unknownSubscribers": "captive",
+      "radius": {"servers": [{"address": "192.0.2.10"}], "nasIdentifier": "lab",
+                 "secretRef": {"name": "radius-secret", "key": "secret"},
+                 "dynamicAuthorization": {"port": 8080, "clients": [{"address": "192.0.2.10"}]}}}')" \
+    "port must not be the control's admin port" || rc=1
+  refused "CoA client that is not an address" "$(bng_json dasname '.spec.aaa = {"mode": "radius", "unknownSubscribers": "captive",
+      "radius": {"servers": [{"address": "192.0.2.10"}], "nasIdentifier": "lab",
+                 "secretRef": {"name": "radius-secret", "key": "secret"},
+                 "dynamicAuthorization": {"clients": [{"address": "radius.example"}]}}}')" \
+    'dynamicAuthorization.clients\[0\].address' || rc=1
   refused "maxSessionsPerLine 0" "$(bng_json perline '.spec.dhcp.maxSessionsPerLine = 0')" \
     'maxSessionsPerLine.*(greater than or equal to 1|should be greater)' || rc=1
   refused "pacing maxWaitMs above a minute" \
@@ -588,7 +598,7 @@ run_in_pod_fs() {
 }
 
 t_real_binaries_accept_the_generated_workloads() {
-  local rc=0 b mp out args=()
+  local rc=0 b mp out radius_out='' args=()
   # On a one-node host real names NUMA node 0, which its cores are on: the dataplane accepts.
   local numa='.'
   [[ $(ls -d /sys/devices/system/node/node[0-9]* | wc -l) == 1 ]] && numa='.spec.dataplane.numaNode = 0'
@@ -602,10 +612,12 @@ t_real_binaries_accept_the_generated_workloads() {
     kubectl apply -f - || return 1
   eventually 30 k get sts real-dataplane || return 1
   eventually 30 k get cm real-control || return 1
-  # A RADIUS BNG: servers in the configuration, the shared secret from its mounted Secret.
+  # A RADIUS BNG: servers in the configuration, the shared secret from its mounted Secret,
+  # CoA and Disconnect taken on the default port from one client.
   bng_json radius2 '.spec.dataplane.workerCores = 1 | .spec.aaa = {"mode": "radius", "unknownSubscribers": "captive",
       "radius": {"servers": [{"address": "192.0.2.10"}], "nasIdentifier": "lab", "authMethod": "chap",
-                 "secretRef": {"name": "radius-secret", "key": "secret"}}}' | kubectl apply -f - || return 1
+                 "secretRef": {"name": "radius-secret", "key": "secret"},
+                 "dynamicAuthorization": {"clients": [{"address": "192.0.2.10"}]}}}' | kubectl apply -f - || return 1
   eventually 30 k get cm relay-control || return 1
   eventually 30 k get cm radius2-control || return 1
   mkdir -p "$WORK/check/radius-secret" && echo testing123 >"$WORK/check/radius-secret/secret"
@@ -623,6 +635,7 @@ t_real_binaries_accept_the_generated_workloads() {
     if out=$(run_in_pod_fs "$WORK/check/$b:$mp" "$WORK/check/radius-secret:/etc/kbng-radius" -- \
                "${args[@]}" --check-config 2>&1); then
       echo "$out"
+      [[ $b == radius2 ]] && radius_out=$out
       expect_match "$out" "configuration valid: 1 dataplane\\(s\\) \\[\"http://$b-dataplane-0\\.$b-dataplane\\.$NS\\.svc:50051\"\\], 2 plan\\(s\\), cap 1000" \
         "kbng-control accepts $b's generated config" || rc=1
     else
@@ -636,6 +649,14 @@ t_real_binaries_accept_the_generated_workloads() {
   expect_eq "$(jq -c '.aaa.radius.servers' "$WORK/check/radius2/control.json")" \
     '[{"address":"192.0.2.10:1812","accountingAddress":"192.0.2.10:1813","secretFile":"/etc/kbng-radius/secret"}]' "RADIUS servers in the control config" || rc=1
   expect_eq "$(jq -r '.aaa.radius.authMethod' "$WORK/check/radius2/control.json")" chap "RADIUS authMethod in the control config" || rc=1
+  # The real control read the CoA listener and its client from the generated file; the pod
+  # declares the UDP port, and the headless Service names it.
+  expect_match "$radius_out" \
+    'RADIUS 1 server\(s\), CoA/Disconnect on 0\.0\.0\.0:3799 from \[192\.0\.2\.10\]' "kbng-control takes CoA/Disconnect as generated" || rc=1
+  expect_eq "$(k get sts radius2-control -o json | jq -c '[.spec.template.spec.containers[0].ports[] | select(.protocol == "UDP")]')" \
+    '[{"containerPort":3799,"name":"radius-das","protocol":"UDP"}]' "CoA port of the control pod" || rc=1
+  expect_eq "$(k get svc radius2-control -o json | jq -c '[.spec.ports[] | select(.protocol == "UDP") | {name, port}]')" \
+    '[{"name":"radius-das","port":3799}]' "CoA port of the control Service" || rc=1
   k delete bng relay radius2 --wait=false
   # The check is real: an unknown field in the same file is refused, naming it.
   jq '.surprise = 1' "$WORK/check/real/control.json" >"$WORK/check/real/bad.json"

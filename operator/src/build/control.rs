@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec};
 use k8s_openapi::api::core::v1::{
-    ConfigMap, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, KeyToPath,
+    ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, KeyToPath,
     PersistentVolumeClaim, PersistentVolumeClaimSpec, PodSecurityContext, PodSpec, PodTemplateSpec,
     ResourceRequirements, SecretVolumeSource, SecurityContext, Service, ServiceAccount,
     ServicePort, ServiceSpec, Sysctl, Volume, VolumeMount, VolumeResourceRequirements,
@@ -153,23 +153,52 @@ pub(crate) fn config_hash(cm: &ConfigMap) -> String {
     fnv1a(text)
 }
 
-/// Headless: it gives the StatefulSet pod its stable DNS name and exposes the admin port.
-pub(crate) fn service(base: &Base) -> Service {
+/// Headless: it gives the StatefulSet pod its stable DNS name and exposes the admin port, and
+/// the dynamic-authorization port when the BNG has one.
+pub(crate) fn service(base: &Base, radius: Option<&RadiusSpec>) -> Service {
+    let das = das_port(radius).map(|port| ServicePort {
+        name: Some(DAS_PORT_NAME.into()),
+        port,
+        protocol: Some("UDP".into()),
+        ..ServicePort::default()
+    });
+    let admin = ServicePort {
+        name: Some("admin".into()),
+        port: control::ADMIN_PORT,
+        protocol: Some("TCP".into()),
+        ..ServicePort::default()
+    };
     Service {
         metadata: base.meta(control_name(&base.bng), COMPONENT),
         spec: Some(ServiceSpec {
             cluster_ip: Some("None".into()),
             selector: Some(base.selector(COMPONENT)),
-            ports: Some(vec![ServicePort {
-                name: Some("admin".into()),
-                port: control::ADMIN_PORT,
-                protocol: Some("TCP".into()),
-                ..ServicePort::default()
-            }]),
+            ports: Some(std::iter::once(admin).chain(das).collect()),
             ..ServiceSpec::default()
         }),
         ..Service::default()
     }
+}
+
+/// The name of the control's UDP port for CoA and Disconnect requests.
+pub const DAS_PORT_NAME: &str = "radius-das";
+
+fn das_port(radius: Option<&RadiusSpec>) -> Option<i32> {
+    radius
+        .and_then(|r| r.dynamic_authorization.as_ref())
+        .map(|d| i32::from(d.port))
+}
+
+/// The control container's ports: admin, metrics, and the dynamic-authorization port.
+fn ports(radius: Option<&RadiusSpec>) -> Vec<ContainerPort> {
+    let mut ports = container_ports("admin", control::ADMIN_PORT);
+    ports.extend(das_port(radius).map(|port| ContainerPort {
+        name: Some(DAS_PORT_NAME.into()),
+        container_port: port,
+        protocol: Some("UDP".into()),
+        ..ContainerPort::default()
+    }));
+    ports
 }
 
 fn quantity(s: &str) -> Quantity {
@@ -327,7 +356,7 @@ pub(crate) fn stateful_set(
         command: Some(control::command()),
         args: Some(control::args()),
         env: Some(container_env(control::BINARY, config)),
-        ports: Some(container_ports("admin", control::ADMIN_PORT)),
+        ports: Some(ports(radius)),
         // The API listener is up once the store is restored (a large store takes a while:
         // the startup probe allows five minutes); ready when the engine task answers a query;
         // alive while the listener accepts (a busy engine is not a reason to restart it).

@@ -88,12 +88,29 @@ pub struct AccountingFile {
 
 #[derive(Debug, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
+pub struct DasClientFile {
+    pub address: String,
+    pub secret_file: String,
+}
+
+/// The control's Dynamic Authorization Server (RFC 5176).
+#[derive(Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct DasFile {
+    pub listen: String,
+    pub clients: Vec<DasClientFile>,
+}
+
+#[derive(Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
 pub struct RadiusFile {
     pub servers: Vec<RadiusServerFile>,
     pub nas_identifier: String,
     /// `pap` or `chap`, as the control's `aaa.radius.authMethod` reads it.
     pub auth_method: RadiusAuthMethod,
     pub accounting: AccountingFile,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub das: Option<DasFile>,
 }
 
 #[derive(Debug, Serialize, PartialEq, Eq)]
@@ -130,8 +147,7 @@ pub struct ControlConfig<'a> {
     pub dhcp: Option<DhcpFile>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub relay: Option<RelayFile>,
-    /// RADIUS servers in `aaa.mode: radius`; every server shares the one Secret mounted at
-    /// [`control::RADIUS_SECRET_DIR`].
+    /// RADIUS servers (and dynamic-authorization clients) in `aaa.mode: radius`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub aaa: Option<AaaFile>,
 }
@@ -225,11 +241,7 @@ pub(crate) fn render<'a>(base: &Base, inputs: &'a Inputs<'a>) -> ControlConfig<'
                     .map(|s| RadiusServerFile {
                         address: format!("{}:{}", s.address, s.auth_port),
                         accounting_address: format!("{}:{}", s.address, s.acct_port),
-                        secret_file: format!(
-                            "{}/{}",
-                            control::RADIUS_SECRET_DIR,
-                            control::RADIUS_SECRET_FILE
-                        ),
+                        secret_file: radius_secret_file(),
                     })
                     .collect(),
                 nas_identifier: r.nas_identifier.clone(),
@@ -237,9 +249,30 @@ pub(crate) fn render<'a>(base: &Base, inputs: &'a Inputs<'a>) -> ControlConfig<'
                 accounting: AccountingFile {
                     interim_secs: r.interim_interval_secs,
                 },
+                das: r.dynamic_authorization.as_ref().map(|d| DasFile {
+                    listen: format!("0.0.0.0:{}", d.port),
+                    clients: d
+                        .clients
+                        .iter()
+                        .map(|c| DasClientFile {
+                            address: c.address.clone(),
+                            secret_file: radius_secret_file(),
+                        })
+                        .collect(),
+                }),
             },
         }),
     }
+}
+
+/// Every RADIUS peer, servers and dynamic-authorization clients, shares the one Secret
+/// mounted at [`control::RADIUS_SECRET_DIR`].
+fn radius_secret_file() -> String {
+    format!(
+        "{}/{}",
+        control::RADIUS_SECRET_DIR,
+        control::RADIUS_SECRET_FILE
+    )
 }
 
 /// FNV-1a, 64 bit: a hash that is the same in every build, for the pod template annotation

@@ -85,7 +85,7 @@ pub fn build(inputs: &Inputs<'_>) -> Result<Owned, BuildError> {
         role: control::role(&base, inputs.bng),
         role_binding: control::role_binding(&base),
         config_map: config_map.clone(),
-        service: control::service(&base),
+        service: control::service(&base, inputs.bng.spec.aaa.radius.as_ref()),
         control: control::stateful_set(
             &base,
             inputs.config,

@@ -265,6 +265,7 @@ fn control_role_is_least_privilege() {
         nas_identifier: "lab".into(),
         interim_interval_secs: 300,
         auth_method: kbng_crds::bng::RadiusAuthMethod::Pap,
+        dynamic_authorization: None,
     });
     let rules = owned(&bng, &WorkloadConfig::default()).role.rules.unwrap();
     let secrets = rules
@@ -358,6 +359,7 @@ fn radius_servers_and_their_mounted_secret() {
         nas_identifier: "lab".into(),
         interim_interval_secs: 600,
         auth_method: kbng_crds::bng::RadiusAuthMethod::Pap,
+        dynamic_authorization: None,
     });
     let o = owned(&bng, &WorkloadConfig::default());
     let v: serde_json::Value =
@@ -381,6 +383,56 @@ fn radius_servers_and_their_mounted_secret() {
     assert_eq!(secret.items.unwrap()[0].key, "shared");
     let mount = pod.containers[0].volume_mounts.clone().unwrap();
     assert!(mount.iter().any(|m| m.mount_path == "/etc/kbng-radius"));
+}
+
+/// `aaa.radius.dynamicAuthorization` becomes the control's DAS listener (clients signing
+/// with the mounted RADIUS secret), a named UDP container port and a port of the headless
+/// Service; without it there is neither.
+#[test]
+fn dynamic_authorization_listener_port_and_clients() {
+    let mut bng = sample_bng();
+    bng.spec.aaa.mode = kbng_crds::bng::AaaMode::Radius;
+    bng.spec.aaa.radius = Some(
+        serde_json::from_value(serde_json::json!({
+            "servers": [{"address": "192.0.2.10"}],
+            "secretRef": {"name": "radius", "key": "shared"},
+            "nasIdentifier": "lab",
+            "dynamicAuthorization": {"clients": [{"address": "192.0.2.10"}, {"address": "192.0.2.11"}]}
+        }))
+        .unwrap(),
+    );
+    let udp = |o: &Owned| {
+        let pod = o.control.spec.clone().unwrap().template.spec.unwrap();
+        let ports = pod.containers[0].ports.clone().unwrap();
+        let svc = o.service.spec.clone().unwrap().ports.unwrap();
+        let named = |n: Option<&String>, p: &Option<String>| {
+            n.map(String::as_str) == Some("radius-das") && p.as_deref() == Some("UDP")
+        };
+        (
+            ports
+                .iter()
+                .filter(|p| named(p.name.as_ref(), &p.protocol))
+                .map(|p| p.container_port)
+                .collect::<Vec<_>>(),
+            svc.iter()
+                .filter(|p| named(p.name.as_ref(), &p.protocol))
+                .map(|p| p.port)
+                .collect::<Vec<_>>(),
+        )
+    };
+    let o = owned(&bng, &WorkloadConfig::default());
+    assert_eq!(udp(&o), (vec![3799], vec![3799]));
+    let secret = "/etc/kbng-radius/secret";
+    assert_eq!(
+        control_json(&bng)["aaa"]["radius"]["das"],
+        serde_json::json!({"listen": "0.0.0.0:3799", "clients": [
+            {"address": "192.0.2.10", "secretFile": secret},
+            {"address": "192.0.2.11", "secretFile": secret}]})
+    );
+    bng.spec.aaa.radius.as_mut().unwrap().dynamic_authorization = None;
+    let o = owned(&bng, &WorkloadConfig::default());
+    assert_eq!(udp(&o), (vec![], vec![]));
+    assert_eq!(control_json(&bng)["aaa"]["radius"].get("das"), None);
 }
 
 /// The control's configuration file the operator writes for `bng`, parsed.
