@@ -24,6 +24,8 @@ source "$HERE/lib.sh"
 source "$HERE/observe.sh"
 # shellcheck source=argocd.sh
 source "$HERE/argocd.sh"
+# shellcheck source=netpol.sh
+source "$HERE/netpol.sh"
 
 export KBNG_CLUSTER_DIR=${KBNG_OPERATOR_CLUSTER_DIR:-/tmp/kbng-operator-e2e}
 WORK=$(mktemp -d /tmp/kbng-operator-e2e.XXXXXX)
@@ -500,8 +502,8 @@ t_deleting_the_bng_drains_and_cleans_up() {
   local rc=0 left
   k delete bng lab --wait=false || return 1
   eventually 60 bash -c "! kubectl -n $NS get bng lab" || rc=1
-  eventually 60 bash -c "[[ -z \$(kubectl -n $NS get sts,deploy,rs,pods,cm,svc,sa,role,rolebinding -l kbng.dev/bng=lab -o name) ]]" || rc=1
-  left=$(k get sts,deploy,rs,pods,cm,svc,sa,role,rolebinding -l kbng.dev/bng=lab -o name)
+  eventually 60 bash -c "[[ -z \$(kubectl -n $NS get sts,deploy,rs,pods,cm,svc,sa,role,rolebinding,networkpolicy -l kbng.dev/bng=lab -o name) ]]" || rc=1
+  left=$(k get sts,deploy,rs,pods,cm,svc,sa,role,rolebinding,networkpolicy -l kbng.dev/bng=lab -o name)
   expect_eq "$left" "" "objects left of BNG lab" || rc=1
   expect_eq "$(k get events.events.k8s.io -o json | jq -c '[.items[] | select(.regarding.name == "lab" and (.reason | test("^Drain"))) | .reason] | unique')" \
     '["DrainTimedOut","Draining"]' "drain events (no control process runs on kwok: its API never answers)" || rc=1
@@ -816,6 +818,7 @@ main() {
   run_test scheduler_places_dataplanes_only_where_they_fit t_scheduler_places_dataplanes_only_where_they_fit
   run_test telemetry_env_reaches_every_workload t_telemetry_env_reaches_every_workload
   run_test monitoring_resources_select_the_real_pods t_monitoring_resources_select_the_real_pods
+  run_test network_policies_select_the_real_pods t_network_policies_select_the_real_pods
   run_test bad_input_is_reported_not_retried t_bad_input_is_reported_not_retried
   run_test session_store_claims_follow_the_capacity t_session_store_claims_follow_the_capacity
   run_test plan_edit_reaches_status_and_control_config t_plan_edit_reaches_status_and_control_config

@@ -5,8 +5,9 @@
 //! ```text
 //!   Bng + [Plan] + Licence + WorkloadConfig
 //!     ├─ control::*   ServiceAccount, Role, RoleBinding, ConfigMap, Service, StatefulSet
-//!     └─ dataplane::* StatefulSet (Guaranteed QoS, hugepages, VFs, Multus) and its headless
-//!                     Service (a stable DNS name per dataplane for the control to dial)
+//!     ├─ dataplane::* StatefulSet (Guaranteed QoS, hugepages, VFs, Multus) and its headless
+//!     │               Service (a stable DNS name per dataplane for the control to dial)
+//!     └─ network_policy::* one NetworkPolicy per component: who may reach its ports
 //! ```
 
 use std::collections::BTreeMap;
@@ -16,6 +17,7 @@ use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMap, ContainerPort, EnvVar, HTTPGetAction, PodSecurityContext, Probe,
     SeccompProfile, SecurityContext, Service, ServiceAccount, TCPSocketAction,
 };
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -28,6 +30,7 @@ use crate::plan::Plan;
 pub mod control;
 pub mod control_config;
 pub mod dataplane;
+pub mod network_policy;
 pub mod telemetry;
 
 /// The field manager of every server-side apply the operator makes.
@@ -74,6 +77,8 @@ pub struct Owned {
     pub control: StatefulSet,
     pub dataplane: StatefulSet,
     pub dataplane_service: Service,
+    pub control_policy: NetworkPolicy,
+    pub dataplane_policy: NetworkPolicy,
 }
 
 /// Builds every owned object of `inputs.bng`.
@@ -96,6 +101,8 @@ pub fn build(inputs: &Inputs<'_>) -> Result<Owned, BuildError> {
         ),
         dataplane: dataplane::stateful_set(&base, inputs.bng, inputs.config),
         dataplane_service: dataplane::service(&base),
+        control_policy: network_policy::control(&base, inputs.bng),
+        dataplane_policy: network_policy::dataplane(&base),
     })
 }
 

@@ -649,3 +649,149 @@ fn an_existing_claim_template_is_kept() {
     crate::build::control::keep_claim_templates(&mut empty, Some(&existing));
     assert_eq!(templates(&empty), None);
 }
+
+/// Each policy's ingress as (sources, ports) text: `pods:k=v,...`, `ns:*+pods:...` or a CIDR
+/// per source (`any` for every source), `PROTO/port` per port.
+fn ingress(p: &k8s_openapi::api::networking::v1::NetworkPolicy) -> Vec<(Vec<String>, Vec<String>)> {
+    let sel = |s: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>| {
+        s.as_ref().map(|s| {
+            let labels = s.match_labels.clone().unwrap_or_default();
+            labels
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+    };
+    let spec = p.spec.clone().unwrap();
+    assert_eq!(spec.policy_types, Some(vec!["Ingress".to_string()]));
+    spec.ingress
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let from = r.from.as_ref().map_or(vec!["any".to_string()], |f| {
+                f.iter()
+                    .map(
+                        |peer| match (&peer.ip_block, sel(&peer.namespace_selector)) {
+                            (Some(b), _) => b.cidr.clone(),
+                            (None, Some(ns)) => {
+                                format!(
+                                    "ns:{}+pods:{}",
+                                    if ns.is_empty() { "*" } else { &ns },
+                                    sel(&peer.pod_selector).unwrap()
+                                )
+                            }
+                            (None, None) => format!("pods:{}", sel(&peer.pod_selector).unwrap()),
+                        },
+                    )
+                    .collect()
+            });
+            let ports = r
+                .ports
+                .as_ref()
+                .unwrap()
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{}/{:?}",
+                        p.protocol.clone().unwrap(),
+                        p.port.clone().unwrap()
+                    )
+                })
+                .collect();
+            (from, ports)
+        })
+        .collect()
+}
+
+/// The dataplane's gRPC port admits only its own BNG's control pods; the control's admin API
+/// only labelled API clients; CoA and relayed DHCP only their configured peers; `/metrics`
+/// everyone. Each policy selects exactly its component's pods.
+#[test]
+fn network_policies_admit_only_the_peers_that_need_each_port() {
+    let mut bng = sample_bng();
+    let o = owned(&bng, &WorkloadConfig::default());
+    let name = bng.name_any();
+    let control_pods = format!(
+        "pods:app.kubernetes.io/component=control,app.kubernetes.io/instance={name},app.kubernetes.io/name=kbng"
+    );
+    let metrics = (vec!["any".to_string()], vec!["TCP/Int(9090)".to_string()]);
+    assert_eq!(
+        ingress(&o.dataplane_policy),
+        vec![
+            (
+                vec![control_pods.clone()],
+                vec!["TCP/Int(50051)".to_string()]
+            ),
+            metrics.clone()
+        ]
+    );
+    let admin = (
+        vec!["ns:*+pods:kbng.dev/api-client=true".to_string()],
+        vec!["TCP/Int(8080)".to_string()],
+    );
+    assert_eq!(
+        ingress(&o.control_policy),
+        vec![admin.clone(), metrics.clone()]
+    );
+    let selects = |p: &k8s_openapi::api::networking::v1::NetworkPolicy| {
+        p.spec
+            .clone()
+            .unwrap()
+            .pod_selector
+            .unwrap()
+            .match_labels
+            .unwrap()
+    };
+    assert_eq!(
+        selects(&o.dataplane_policy),
+        o.dataplane
+            .spec
+            .clone()
+            .unwrap()
+            .selector
+            .match_labels
+            .unwrap()
+    );
+    assert_eq!(
+        selects(&o.control_policy),
+        o.control
+            .spec
+            .clone()
+            .unwrap()
+            .selector
+            .match_labels
+            .unwrap()
+    );
+
+    bng.spec.dhcp = serde_json::from_value(
+        serde_json::json!({"mode": "relay", "relayServers": ["192.0.2.67", "192.0.2.68"]}),
+    )
+    .unwrap();
+    bng.spec.aaa.mode = kbng_crds::bng::AaaMode::Radius;
+    bng.spec.aaa.radius = Some(
+        serde_json::from_value(serde_json::json!({
+            "servers": [{"address": "192.0.2.10"}],
+            "secretRef": {"name": "radius", "key": "shared"},
+            "nasIdentifier": "lab",
+            "dynamicAuthorization": {"port": 4000, "clients": [{"address": "192.0.2.11"}]}
+        }))
+        .unwrap(),
+    );
+    let o = owned(&bng, &WorkloadConfig::default());
+    assert_eq!(
+        ingress(&o.control_policy),
+        vec![
+            admin,
+            metrics,
+            (
+                vec!["192.0.2.11/32".to_string()],
+                vec!["UDP/Int(4000)".to_string()]
+            ),
+            (
+                vec!["192.0.2.67/32".to_string(), "192.0.2.68/32".to_string()],
+                vec!["UDP/Int(67)".to_string()]
+            ),
+        ]
+    );
+}

@@ -20,6 +20,7 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{
     ConfigMap, Node, PersistentVolumeClaim, Pod, Service, ServiceAccount,
 };
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -68,6 +69,7 @@ pub fn controller(
         .owns(api::<ServiceAccount>(client, namespace), owned.clone())
         .owns(api::<Role>(client, namespace), owned.clone())
         .owns(api::<RoleBinding>(client, namespace), owned.clone())
+        .owns(api::<NetworkPolicy>(client, namespace), owned.clone())
         // Pods belong to ReplicaSets, not to the BNG; their label names it.
         .watches(api::<Pod>(client, namespace), owned, |pod| {
             let ns = pod.namespace().unwrap_or_default();
@@ -247,6 +249,14 @@ async fn apply_all(client: &Client, ns: &str, o: &Owned) -> Result<Option<String
         (
             "StatefulSet (dataplane)",
             apply(client, ns, &o.dataplane).await,
+        ),
+        (
+            "NetworkPolicy (control)",
+            apply(client, ns, &o.control_policy).await,
+        ),
+        (
+            "NetworkPolicy (dataplane)",
+            apply(client, ns, &o.dataplane_policy).await,
         ),
     ];
     let mut refused = Vec::new();
