@@ -168,7 +168,10 @@ pub struct Engine {
     pub subscribers: SubscriberStore,
     admission: Admission,
     pacer: Pacer<SubscriberKey, (Line, Inbound)>,
-    sessions: BTreeMap<SessionId, Session>,
+    /// Boxed: ids ascend, so new sessions land at the right edge of the tree, where std's
+    /// B-tree splits leave every leaf about half full; a leaf of 11 inline 176-byte entries held
+    /// 6 on average. Boxed, a leaf entry is 16 bytes and the session its own allocation.
+    sessions: BTreeMap<SessionId, Box<Session>>,
     /// Sessions per state and plan, kept with `sessions` (the gauges read it).
     census: Census,
     by_key: FastMap<SubscriberKey, SessionId>,
@@ -376,7 +379,7 @@ impl Engine {
     }
 
     pub fn session(&self, id: SessionId) -> Option<&Session> {
-        self.sessions.get(&id)
+        self.sessions.get(&id).map(|s| &**s)
     }
 
     /// Sessions with id > `after`, in id order, at most `limit`, matching `filter`.
@@ -388,7 +391,7 @@ impl Engine {
     ) -> impl Iterator<Item = &'a Session> + 'a {
         self.sessions
             .range(after.saturating_add(1)..)
-            .map(|(_, s)| s)
+            .map(|(_, s)| &**s)
             .filter(move |s| filter(s))
             .take(limit)
     }
@@ -398,7 +401,7 @@ impl Engine {
         self.sessions
             .values()
             .filter(|s| s.line.dataplane == dataplane)
-            .filter_map(dp_session)
+            .filter_map(|s| dp_session(s))
             .collect()
     }
 
@@ -440,7 +443,7 @@ impl Engine {
             self.census.add(&s.state);
             self.index_ip(s.id, None, s.state.ip());
             self.by_mac.add(s.mac, s.id);
-            self.sessions.insert(s.id, s);
+            self.sessions.insert(s.id, Box::new(s));
         }
         problems
     }
@@ -708,7 +711,7 @@ impl Engine {
         self.census.add(&s.state);
         self.index_ip(id, None, s.state.ip());
         self.by_mac.add(s.mac, id);
-        self.sessions.insert(id, s);
+        self.sessions.insert(id, Box::new(s));
         self.changed(id, out);
         self.schedule(id);
         if self.cfg.external_auth {
@@ -997,7 +1000,7 @@ impl Engine {
                     reason,
                 });
             }
-            Action::Persist => out.push(Output::Persist(Box::new(s.clone()))),
+            Action::Persist => out.push(Output::Persist(s.clone())),
             Action::Forget => out.push(Output::Forget(id)),
         }
     }
@@ -1134,7 +1137,7 @@ impl Engine {
         let ids: Vec<SessionId> = self
             .sessions
             .range(after.saturating_add(1)..)
-            .map(|(_, s)| s)
+            .map(|(_, s)| &**s)
             .filter(|s| !matches!(s.state, State::Releasing { .. }))
             .map(|s| s.id)
             .take(max)
