@@ -159,17 +159,23 @@ fn start_dataplane(
 }
 
 async fn connect(sock: &Path) -> anyhow::Result<DataplaneClient<Channel>> {
-    let addr = format!("unix:{}", sock.display());
+    let target = kbng_control::dataplane::Target {
+        addr: format!("unix:{}", sock.display()),
+        tls: None,
+    };
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if sock.exists()
-            && let Ok(mut c) = kbng_control::dataplane::connect(&addr).await
+            && let Ok(mut c) = kbng_control::dataplane::connect(&target).await
             && c.get_identity(pb::GetIdentityRequest {}).await.is_ok()
         {
             return Ok(c);
         }
         if Instant::now() > deadline {
-            bail!("the dataplane did not answer on {addr} within 60 s");
+            bail!(
+                "the dataplane did not answer on {} within 60 s",
+                target.addr
+            );
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

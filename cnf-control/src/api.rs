@@ -52,7 +52,7 @@ pub struct ApiState {
     pub engine: mpsc::Sender<ApiCmd>,
     pub dps: Vec<mpsc::UnboundedSender<DpCmd>>,
     pub dp_status: Vec<Arc<Mutex<DpStatus>>>,
-    pub dp_addrs: Vec<String>,
+    pub dp_addrs: Vec<crate::dataplane::Target>,
     pub watch: broadcast::Sender<WatchEvent>,
     /// Plans and their rates, the default plan, the dataplanes' addresses.
     pub cfg: Arc<Config>,

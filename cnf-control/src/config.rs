@@ -185,8 +185,11 @@ fn default_max_wait_ms() -> u64 {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ConfigFile {
-    /// `unix:/path` or `http://host:port`.
+    /// `unix:/path` or `http://host:port`; `https://host:port` with `dataplaneTls`.
     pub dataplanes: Vec<String>,
+    /// Mutual TLS to the dataplanes.
+    #[serde(default)]
+    pub dataplane_tls: Option<crate::dataplane_tls::DataplaneTlsFile>,
     pub pools: Vec<PoolSpec>,
     pub plans: Vec<PlanFile>,
     pub default_plan: String,
@@ -232,6 +235,8 @@ fn default_per_line() -> u32 {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub dataplanes: Vec<String>,
+    /// Mutual TLS to the dataplanes, when configured.
+    pub dataplane_tls: Option<tonic::transport::ClientTlsConfig>,
     pub engine: EngineConfig,
     pub plans: Vec<Plan>,
     pub subscribers_file: Option<PathBuf>,
@@ -332,13 +337,15 @@ impl ConfigFile {
         if self.dataplanes.is_empty() {
             problems.push("dataplanes: at least one is needed".into());
         }
-        for (i, d) in self.dataplanes.iter().enumerate() {
-            if !(d.starts_with("unix:") || d.starts_with("http://")) {
-                problems.push(format!(
-                    "dataplanes[{i}]: {d:?} is neither unix:/path nor http://host:port"
-                ));
-            }
-        }
+        let dataplane_tls = self
+            .dataplane_tls
+            .as_ref()
+            .and_then(|t| t.validate(&mut problems));
+        crate::dataplane_tls::check_addresses(
+            &self.dataplanes,
+            self.dataplane_tls.is_some(),
+            &mut problems,
+        );
         let mut pools = Vec::new();
         for (i, p) in self.pools.iter().enumerate() {
             let at = format!("pools[{i}]");
@@ -461,6 +468,7 @@ impl ConfigFile {
             radius,
             relay,
             dataplanes: self.dataplanes,
+            dataplane_tls,
             engine: EngineConfig {
                 pools,
                 plans,

@@ -20,6 +20,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::{Channel, Endpoint, Uri};
 use tracing::Instrument as _;
 
+pub use crate::dataplane_tls::Target;
+
 use crate::batch_isolation;
 use crate::config::{Config, Plan};
 use crate::core::SessionId;
@@ -193,8 +195,23 @@ fn meter_proto(d: &DirectionPolicy) -> pb::Meter {
     }
 }
 
-/// Connect to `addr` (`unix:/path` or `http://host:port`).
-pub async fn connect(addr: &str) -> Result<DataplaneClient<Channel>, tonic::transport::Error> {
+/// `e` and its sources, outermost first: tonic's own message is only "transport error", the
+/// reason (refused, a certificate's issuer unknown, ...) is in the sources.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut next = e.source();
+    while let Some(s) = next {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        next = s.source();
+    }
+    out
+}
+
+/// Connect to `target` (`unix:/path`, `http://host:port`, or `https://host:port` with its
+/// TLS settings).
+pub async fn connect(target: &Target) -> Result<DataplaneClient<Channel>, tonic::transport::Error> {
+    let addr = &target.addr;
     let ch = if let Some(path) = addr.strip_prefix("unix:") {
         let path = path.to_owned();
         Endpoint::from_static("http://[::]:50051")
@@ -208,7 +225,11 @@ pub async fn connect(addr: &str) -> Result<DataplaneClient<Channel>, tonic::tran
             }))
             .await?
     } else {
-        Endpoint::from_shared(addr.to_owned())?.connect().await?
+        let mut e = Endpoint::from_shared(addr.to_owned())?;
+        if let Some(tls) = &target.tls {
+            e = e.tls_config(tls.clone())?;
+        }
+        e.connect().await?
     };
     Ok(DataplaneClient::new(ch)
         .max_decoding_message_size(64 << 20)
@@ -420,10 +441,10 @@ async fn program(
     Ok(())
 }
 
-/// The task serving dataplane `index` at `addr`, forever.
+/// The task serving dataplane `index` at `target`, forever.
 pub async fn run(
     index: u32,
-    addr: String,
+    target: Target,
     cfg: Arc<Config>,
     mut cmds: mpsc::UnboundedReceiver<DpCmd>,
     events: mpsc::Sender<DpEvent>,
@@ -435,7 +456,7 @@ pub async fn run(
     loop {
         let res = session(
             index,
-            &addr,
+            &target,
             &cfg,
             &mut cmds,
             &events,
@@ -451,7 +472,7 @@ pub async fn run(
             }
         }
         if let Err(e) = res {
-            tracing::warn!(dataplane = index, %addr, "dataplane connection ended: {e}");
+            tracing::warn!(dataplane = index, addr = %target.addr, "dataplane connection ended: {e}");
         }
         // While disconnected, removals are confirmed (the next reconcile removes any that
         // remain, as orphans) and other commands are dropped: the reconcile supersedes them.
@@ -482,14 +503,16 @@ pub async fn run(
 
 async fn session(
     index: u32,
-    addr: &str,
+    target: &Target,
     cfg: &Config,
     cmds: &mut mpsc::UnboundedReceiver<DpCmd>,
     events: &mpsc::Sender<DpEvent>,
     status: &Mutex<DpStatus>,
     last_boot: &mut Option<u64>,
 ) -> Result<(), String> {
-    let mut c = connect(addr).await.map_err(|e| format!("connect: {e}"))?;
+    let mut c = connect(target)
+        .await
+        .map_err(|e| format!("connect: {}", error_chain(&e)))?;
     let id = c
         .get_identity(pb::GetIdentityRequest {})
         .await

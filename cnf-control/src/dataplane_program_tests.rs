@@ -161,7 +161,12 @@ async fn fake(room: usize, held: &[SessionId]) -> (DataplaneClient<Channel>, Arc
             .add_service(svc)
             .serve_with_incoming(TcpListenerStream::new(listener)),
     );
-    let c = connect(&format!("http://{addr}")).await.unwrap();
+    let c = connect(&Target {
+        addr: format!("http://{addr}"),
+        tls: None,
+    })
+    .await
+    .unwrap();
     (c, state)
 }
 

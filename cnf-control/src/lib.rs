@@ -24,6 +24,7 @@ pub mod commit;
 pub mod config;
 pub mod core;
 pub mod dataplane;
+pub mod dataplane_tls;
 pub mod health_metrics;
 pub mod licence_file;
 pub mod observe;

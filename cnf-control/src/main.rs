@@ -10,7 +10,7 @@ use clap::Parser;
 use kbng_control::api::{ApiState, router};
 use kbng_control::config::Config;
 use kbng_control::core::engine::Engine;
-use kbng_control::dataplane::{self, DpStatus};
+use kbng_control::dataplane::{self, DpStatus, Target};
 use kbng_control::service::{EngineTask, now_ns};
 use kbng_control::store::Store;
 use tokio::sync::{broadcast, mpsc};
@@ -70,6 +70,15 @@ async fn main() -> anyhow::Result<()> {
             .with_context(|| format!("--api-listen: {a:?} is not host:port"))?;
     }
     if !args.dataplanes.is_empty() {
+        let mut problems = Vec::new();
+        kbng_control::dataplane_tls::check_addresses(
+            &args.dataplanes,
+            cfg.dataplane_tls.is_some(),
+            &mut problems,
+        );
+        if !problems.is_empty() {
+            anyhow::bail!("--dataplane: {}", problems.join("; "));
+        }
         cfg.dataplanes = args.dataplanes;
     }
     let cfg = Arc::new(cfg);
@@ -136,15 +145,16 @@ async fn main() -> anyhow::Result<()> {
     let (watch_tx, _) = broadcast::channel(65_536);
     let mut dps = Vec::new();
     let mut statuses = Vec::new();
-    for (i, addr) in cfg.dataplanes.iter().enumerate() {
+    let targets = Target::all(&cfg.dataplanes, cfg.dataplane_tls.as_ref());
+    for (i, target) in targets.iter().enumerate() {
         let (tx, rx) = mpsc::unbounded_channel();
         let status = Arc::new(Mutex::new(DpStatus {
-            address: addr.clone(),
+            address: target.addr.clone(),
             ..DpStatus::default()
         }));
         tokio::spawn(dataplane::run(
             i as u32,
-            addr.clone(),
+            target.clone(),
             Arc::clone(&cfg),
             rx,
             ev_tx.clone(),
@@ -168,7 +178,7 @@ async fn main() -> anyhow::Result<()> {
     let radius = match &cfg.radius {
         Some(r) => {
             let restored = kbng_control::radius::restored(r, engine.list(0, usize::MAX, |_| true));
-            let link = kbng_control::radius::start(r.clone(), cfg.dataplanes.clone(), restored)
+            let link = kbng_control::radius::start(r.clone(), targets.clone(), restored)
                 .await
                 .context("RADIUS")?;
             tracing::info!(
@@ -197,7 +207,7 @@ async fn main() -> anyhow::Result<()> {
         engine: api_tx,
         dps,
         dp_status: statuses,
-        dp_addrs: cfg.dataplanes.clone(),
+        dp_addrs: targets.clone(),
         watch: watch_tx,
         cfg: Arc::clone(&cfg),
     };

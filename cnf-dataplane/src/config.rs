@@ -3,6 +3,7 @@
 //! the first.
 
 use std::net::Ipv4Addr;
+use std::path::PathBuf;
 
 use clap::Parser;
 
@@ -103,6 +104,16 @@ pub struct Args {
     /// gRPC listen address: `unix:/path` or `host:port`.
     #[arg(long, default_value = "127.0.0.1:50051")]
     pub grpc_listen: String,
+    /// Serve gRPC over TLS with this certificate chain (PEM), with `--grpc-tls-key` and
+    /// `--grpc-tls-client-ca`: only clients with a certificate that CA signed are answered.
+    #[arg(long)]
+    pub grpc_tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of `--grpc-tls-cert`.
+    #[arg(long)]
+    pub grpc_tls_key: Option<PathBuf>,
+    /// The CA (PEM) that signs the certificates of the clients (control planes) allowed in.
+    #[arg(long)]
+    pub grpc_tls_client_ca: Option<PathBuf>,
     /// Idle back-off: a worker that found nothing to do in 32 polls in a row sleeps this many
     /// microseconds (1..=1000) before polling again. 0 (the default): pure busy-poll, as
     /// production wants. For hosts where the worker shares CPUs with the control plane.
@@ -148,6 +159,70 @@ pub struct Config {
     pub outer_tpid: u16,
     /// `--numa-node`, when a node is required.
     pub numa_node: Option<u32>,
+    /// Mutual TLS on the gRPC listener, when its three flags are given.
+    pub grpc_tls: Option<tonic::transport::ServerTlsConfig>,
+}
+
+/// The gRPC listener's mutual TLS from its three flags (all or none), the files read and
+/// checked now so that a bad one stops the binary at start, naming it.
+fn grpc_tls(args: &Args, errors: &mut Vec<String>) -> Option<tonic::transport::ServerTlsConfig> {
+    let flags = [
+        ("--grpc-tls-cert", &args.grpc_tls_cert),
+        ("--grpc-tls-key", &args.grpc_tls_key),
+        ("--grpc-tls-client-ca", &args.grpc_tls_client_ca),
+    ];
+    let given: Vec<&str> = flags
+        .iter()
+        .filter(|f| f.1.is_some())
+        .map(|f| f.0)
+        .collect();
+    if given.is_empty() {
+        return None;
+    }
+    if given.len() < flags.len() {
+        let missing: Vec<&str> = flags
+            .iter()
+            .filter(|f| f.1.is_none())
+            .map(|f| f.0)
+            .collect();
+        errors.push(format!(
+            "{} given without {}: mutual TLS needs all three",
+            given.join(", "),
+            missing.join(", ")
+        ));
+        return None;
+    }
+    if args.grpc_listen.starts_with("unix:") {
+        errors.push(format!(
+            "{}: TLS is for a host:port --grpc-listen, not {}",
+            given[0], args.grpc_listen
+        ));
+        return None;
+    }
+    let mut pem = flags.iter().filter_map(|(flag, path)| {
+        let path = path.as_ref()?;
+        std::fs::read(path)
+            .map_err(|e| errors.push(format!("{flag} {}: {e}", path.display())))
+            .ok()
+    });
+    let (cert, key, ca) = (pem.next(), pem.next(), pem.next());
+    let (Some(cert), Some(key), Some(ca)) = (cert, key, ca) else {
+        return None;
+    };
+    let tls = tonic::transport::ServerTlsConfig::new()
+        .identity(tonic::transport::Identity::from_pem(cert, key))
+        .client_ca_root(tonic::transport::Certificate::from_pem(ca));
+    // The PEM is parsed here, not at the first connection.
+    match tonic::transport::Server::builder().tls_config(tls.clone()) {
+        Ok(_) => Some(tls),
+        Err(e) => {
+            errors.push(format!(
+                "--grpc-tls-cert, --grpc-tls-key, --grpc-tls-client-ca: {e}: {}",
+                std::error::Error::source(&e).map_or(String::new(), |s| s.to_string())
+            ));
+            None
+        }
+    }
 }
 
 fn parse_cores(s: &str) -> Result<Vec<u32>, String> {
@@ -413,10 +488,12 @@ impl Config {
                 args.grpc_listen
             ));
         }
+        let grpc_tls = grpc_tls(&args, &mut errors);
         if !errors.is_empty() {
             return Err(errors);
         }
         Ok(Config {
+            grpc_tls,
             control_core: cores[0],
             worker_cores: cores[1..].to_vec(),
             access_mac,
@@ -550,6 +627,52 @@ mod tests {
         .unwrap();
         let e = Config::from_args(a).unwrap_err();
         assert_eq!(e.len(), 3, "{e:?}");
+    }
+
+    /// The three TLS flags go together, need a TCP listener, and name an unreadable or
+    /// malformed file; the binary stops on each. (A valid set is used end to end by
+    /// cnf-control's `dataplane_mtls` test.)
+    #[test]
+    fn grpc_tls_flags_are_validated_naming_the_flag() {
+        let dir = std::env::temp_dir().join(format!("kbng-dp-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let junk = dir.join("junk.pem");
+        std::fs::write(&junk, "not PEM").unwrap();
+        let junk = junk.to_str().unwrap();
+        let absent = dir.join("absent.pem");
+        let absent = absent.to_str().unwrap();
+        let next_hop = ["--next-hop-mac", "02:00:00:00:00:01"];
+        let err = |extra: &[&str]| {
+            let mut v = next_hop.to_vec();
+            v.extend_from_slice(extra);
+            uplink_args(&v).unwrap_err().join("; ")
+        };
+        assert!(uplink_args(&next_hop).unwrap().grpc_tls.is_none());
+        let e = err(&["--grpc-tls-cert", junk, "--grpc-tls-key", junk]);
+        assert!(
+            e.contains("--grpc-tls-cert, --grpc-tls-key given without --grpc-tls-client-ca"),
+            "{e}"
+        );
+        let all = [
+            "--grpc-tls-cert",
+            junk,
+            "--grpc-tls-key",
+            junk,
+            "--grpc-tls-client-ca",
+        ];
+        let e = err(&[&all[..], &[junk, "--grpc-listen", "unix:/run/dp.sock"]].concat());
+        assert!(e.contains("TLS is for a host:port --grpc-listen"), "{e}");
+        let e = err(&[&all[..], &[absent]].concat());
+        assert!(
+            e.starts_with("--grpc-tls-client-ca ") && e.contains("absent.pem"),
+            "{e}"
+        );
+        let e = err(&[&all[..], &[junk]].concat());
+        assert!(
+            e.starts_with("--grpc-tls-cert, --grpc-tls-key, --grpc-tls-client-ca: "),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     fn uplink_args(extra: &[&str]) -> Result<Config, Vec<String>> {

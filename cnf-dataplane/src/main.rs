@@ -77,12 +77,17 @@ fn main() -> ExitCode {
         );
         println!(
             "kbng-dataplane: configuration valid: control core {}, worker cores {:?}, \
-             access {}, uplink {}, gRPC {}; EAL {}",
+             access {}, uplink {}, gRPC {}{}; EAL {}",
             cfg.control_core,
             cfg.worker_cores,
             cfg.args.access,
             cfg.args.uplink,
             cfg.args.grpc_listen,
+            if cfg.grpc_tls.is_some() {
+                " (mutual TLS)"
+            } else {
+                ""
+            },
             cfg.eal_args().join(" ")
         );
         return ExitCode::SUCCESS;
@@ -446,7 +451,7 @@ fn run(cfg: Config) -> anyhow::Result<()> {
     let control_thread = {
         let stop = Arc::clone(&stop);
         let control = Arc::clone(&control);
-        let listen = cfg.args.grpc_listen.clone();
+        let listen = (cfg.args.grpc_listen.clone(), cfg.grpc_tls.clone());
         let core = cfg.control_core;
         let run_seconds = cfg.args.run_seconds;
         std::thread::Builder::new()
@@ -619,7 +624,7 @@ async fn control_main(
     inject: (rtrb::Producer<InjectRecord>, Doorbell),
     punt: (Vec<rtrb::Consumer<PuntRecord>>, TaskWait),
     resolver: Option<Resolver>,
-    listen: String,
+    (listen, tls): (String, Option<tonic::transport::ServerTlsConfig>),
     stop: Arc<AtomicBool>,
     run_seconds: Option<u64>,
 ) -> anyhow::Result<()> {
@@ -663,7 +668,12 @@ async fn control_main(
         }
     };
     tokio::spawn(stopper);
-    let server = tonic::transport::Server::builder()
+    let server_tls = tls.is_some();
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = tls {
+        builder = builder.tls_config(tls).context("gRPC TLS")?;
+    }
+    let server = builder
         .trace_fn(kbng_telemetry::grpc::server_span)
         .add_service(pb::dataplane_server::DataplaneServer::new(svc));
     let serve = async {
@@ -681,7 +691,7 @@ async fn control_main(
                 .context("gRPC server")
         } else {
             let addr: std::net::SocketAddr = listen.parse().context("--grpc-listen")?;
-            tracing::info!("gRPC on {addr}");
+            tracing::info!(tls = server_tls, "gRPC on {addr}");
             server
                 .serve_with_shutdown(addr, shutdown)
                 .await

@@ -81,11 +81,12 @@ fn by_plan_name(s: &ApiState, t: &Tally) -> BTreeMap<String, usize> {
 }
 
 /// What a dataplane says of itself: NUMA node, cores, ports with their PCI or vdev names.
-async fn identity(addr: &str) -> Result<serde_json::Value, String> {
+async fn identity(target: &crate::dataplane::Target) -> Result<serde_json::Value, String> {
+    let addr = &target.addr;
     let ask = async {
-        let mut c = crate::dataplane::connect(addr)
+        let mut c = crate::dataplane::connect(target)
             .await
-            .map_err(|e| format!("connect {addr}: {e}"))?;
+            .map_err(|e| format!("connect {addr}: {}", crate::dataplane::error_chain(&e)))?;
         c.get_identity(kbng_api::v1::GetIdentityRequest {})
             .await
             .map(tonic::Response::into_inner)
@@ -125,7 +126,7 @@ async fn identity(addr: &str) -> Result<serde_json::Value, String> {
 }
 
 async fn dataplanes(s: &ApiState) -> Vec<serde_json::Value> {
-    let asks = s.dp_addrs.iter().map(|a| identity(a));
+    let asks = s.dp_addrs.iter().map(identity);
     let ids = futures::future::join_all(asks).await;
     ids.into_iter()
         .enumerate()
@@ -141,7 +142,7 @@ async fn dataplanes(s: &ApiState) -> Vec<serde_json::Value> {
             };
             json!({
                 "index": i,
-                "address": s.dp_addrs.get(i),
+                "address": s.dp_addrs.get(i).map(|t| &t.addr),
                 "connected": connected,
                 "identity": identity,
                 "error": error,

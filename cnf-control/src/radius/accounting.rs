@@ -185,10 +185,13 @@ pub fn request(cfg: &RadiusConfig, s: &AcctSession, status: Status, now_ns: u64)
     }
 }
 
-/// Read the counters of `ids` from the dataplane at `addr`. Sessions the dataplane does not
+/// Read the counters of `ids` from the dataplane at `target`. Sessions the dataplane does not
 /// hold (any more) are missing from the answer.
-pub async fn fetch_counters(addr: &str, ids: &[SessionId]) -> HashMap<SessionId, Counts> {
-    match crate::dataplane::connect(addr).await {
+pub async fn fetch_counters(
+    target: &crate::dataplane::Target,
+    ids: &[SessionId],
+) -> HashMap<SessionId, Counts> {
+    match crate::dataplane::connect(target).await {
         Ok(mut c) => read_counters(&mut c, ids).await,
         Err(_) => HashMap::new(),
     }

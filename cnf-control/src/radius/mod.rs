@@ -294,7 +294,7 @@ pub fn on_event(engine: &mut Engine, ev: RadiusEvent, now_ns: u64) -> (Vec<Outpu
 /// accounting reads per-session counters from, by index.
 pub async fn start(
     cfg: RadiusConfig,
-    dataplanes: Vec<String>,
+    dataplanes: Vec<crate::dataplane::Target>,
     restored: Vec<AcctSession>,
 ) -> std::io::Result<Link> {
     let cfg = Arc::new(cfg);

@@ -82,7 +82,7 @@ pub(super) struct Task {
     /// Requests that finished while another was being handled; handled next round.
     backlog: Vec<Done<Req>>,
     events: mpsc::Sender<RadiusEvent>,
-    dataplanes: Vec<String>,
+    dataplanes: Vec<crate::dataplane::Target>,
     tally: Tally,
 }
 
@@ -92,7 +92,7 @@ impl Task {
         client: Client<Req>,
         socket: Arc<UdpSocket>,
         events: mpsc::Sender<RadiusEvent>,
-        dataplanes: Vec<String>,
+        dataplanes: Vec<crate::dataplane::Target>,
         restored: Vec<AcctSession>,
     ) -> Task {
         let now = Instant::now();

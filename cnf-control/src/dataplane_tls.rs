@@ -1,0 +1,139 @@
+//! Mutual TLS to the dataplanes: the control proves itself with a client certificate and
+//! checks each dataplane's against a CA. A dataplane installs whatever sessions its client
+//! sends, so on a shared network both ends must know who they talk to.
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
+
+/// `dataplaneTls` in the configuration file: PEM files.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DataplaneTlsFile {
+    /// The CA that signed the dataplanes' certificates.
+    pub ca_file: PathBuf,
+    /// The control's own certificate chain, presented to every dataplane.
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
+}
+
+impl DataplaneTlsFile {
+    /// The client TLS settings, with the files read and parsed now, so a bad file stops the
+    /// control at start (and `--check-config`), naming it.
+    pub fn validate(&self, problems: &mut Vec<String>) -> Option<ClientTlsConfig> {
+        let mut read = |field: &str, p: &PathBuf| {
+            std::fs::read(p)
+                .map_err(|e| problems.push(format!("dataplaneTls.{field}: {}: {e}", p.display())))
+                .ok()
+        };
+        let ca = read("caFile", &self.ca_file);
+        let cert = read("certFile", &self.cert_file);
+        let key = read("keyFile", &self.key_file);
+        let (Some(ca), Some(cert), Some(key)) = (ca, cert, key) else {
+            return None;
+        };
+        let tls = ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(ca))
+            .identity(Identity::from_pem(cert, key));
+        match Endpoint::from_static("https://dataplane.invalid").tls_config(tls.clone()) {
+            Ok(_) => Some(tls),
+            Err(e) => {
+                let why = std::error::Error::source(&e).map_or(String::new(), |s| format!(": {s}"));
+                problems.push(format!("dataplaneTls: {e}{why}"));
+                None
+            }
+        }
+    }
+}
+
+/// What the dataplane addresses must look like: `https://` with TLS, else `http://` or
+/// `unix:` (a socket in a shared volume, guarded by file permissions).
+pub fn check_addresses(addresses: &[String], tls: bool, problems: &mut Vec<String>) {
+    for (i, d) in addresses.iter().enumerate() {
+        let ok = if tls {
+            d.starts_with("https://")
+        } else {
+            d.starts_with("unix:") || d.starts_with("http://")
+        };
+        if !ok {
+            problems.push(if tls {
+                format!("dataplanes[{i}]: {d:?} is not https://host:port (dataplaneTls is set)")
+            } else {
+                format!("dataplanes[{i}]: {d:?} is neither unix:/path nor http://host:port")
+            });
+        }
+    }
+}
+
+/// How the control reaches one dataplane.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub addr: String,
+    pub tls: Option<ClientTlsConfig>,
+}
+
+impl Target {
+    pub fn all(addresses: &[String], tls: Option<&ClientTlsConfig>) -> Vec<Target> {
+        addresses
+            .iter()
+            .map(|a| Target {
+                addr: a.clone(),
+                tls: tls.cloned(),
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_match_the_transport() {
+        let check = |a: &[&str], tls| {
+            let mut p = Vec::new();
+            check_addresses(
+                &a.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+                tls,
+                &mut p,
+            );
+            p
+        };
+        assert!(check(&["unix:/run/dp.sock", "http://dp:50051"], false).is_empty());
+        assert!(check(&["https://dp:50051"], true).is_empty());
+        assert_eq!(
+            check(&["http://dp:50051"], true),
+            ["dataplanes[0]: \"http://dp:50051\" is not https://host:port (dataplaneTls is set)"]
+        );
+        assert_eq!(
+            check(&["https://dp:50051"], false),
+            ["dataplanes[0]: \"https://dp:50051\" is neither unix:/path nor http://host:port"]
+        );
+    }
+
+    #[test]
+    fn unreadable_and_malformed_files_are_named() {
+        let dir = std::env::temp_dir().join(format!("kbng-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let junk = dir.join("junk.pem");
+        std::fs::write(&junk, "not a certificate").unwrap();
+        let file = |ca: &PathBuf| DataplaneTlsFile {
+            ca_file: ca.clone(),
+            cert_file: junk.clone(),
+            key_file: junk.clone(),
+        };
+        let mut p = Vec::new();
+        assert!(file(&dir.join("absent.pem")).validate(&mut p).is_none());
+        assert_eq!(p.len(), 1);
+        assert!(
+            p[0].starts_with("dataplaneTls.caFile: ") && p[0].contains("absent.pem"),
+            "{p:?}"
+        );
+        let mut p = Vec::new();
+        assert!(file(&junk).validate(&mut p).is_none());
+        assert_eq!(p.len(), 1);
+        assert!(p[0].starts_with("dataplaneTls: "), "{p:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
