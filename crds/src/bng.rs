@@ -176,6 +176,21 @@ pub struct DataplaneSpec {
     /// Overrides the chart's dataplane image.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
+    /// Mutual TLS between the control and the dataplanes. Absent: plaintext gRPC, guarded
+    /// only by the BNG's NetworkPolicy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grpc_tls: Option<GrpcTlsSpec>,
+}
+
+/// A Secret in the BNG's namespace holding `tls.crt`, `tls.key` and `ca.crt` (what
+/// cert-manager writes): one certificate that both ends present, valid for server and client
+/// authentication, with the DNS name `*.<bng>-dataplane.<namespace>.svc`; `ca.crt` signs it.
+/// Both binaries read it at start: a renewed certificate is used from each pod's next start.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GrpcTlsSpec {
+    #[schemars(length(min = 1, max = 253))]
+    pub secret_name: String,
 }
 
 impl DataplaneSpec {

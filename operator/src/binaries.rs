@@ -27,6 +27,20 @@ pub mod telemetry {
     }
 }
 
+/// Mutual TLS between the control and the dataplanes: the BNG's `dataplane.grpcTls` Secret,
+/// mounted read-only in both pods (the dataplane's `--grpc-tls-*` flags, the control's
+/// `dataplaneTls`).
+pub mod grpc_tls {
+    pub const DIR: &str = "/etc/kbng-grpc-tls";
+    pub const CERT: &str = "tls.crt";
+    pub const KEY: &str = "tls.key";
+    pub const CA: &str = "ca.crt";
+
+    pub fn path(file: &str) -> String {
+        format!("{DIR}/{file}")
+    }
+}
+
 /// Where the control pod finds its configuration and keeps its session store.
 pub mod control {
     pub const BINARY: &str = "kbng-control";
@@ -163,6 +177,17 @@ pub mod dataplane {
         // (`--check-config` checks it too); without a node it checks nothing.
         if let Some(node) = spec.numa_node {
             args.extend(["--numa-node".into(), node.to_string()]);
+        }
+        if spec.grpc_tls.is_some() {
+            use super::grpc_tls::{CA, CERT, KEY, path};
+            args.extend([
+                "--grpc-tls-cert".into(),
+                path(CERT),
+                "--grpc-tls-key".into(),
+                path(KEY),
+                "--grpc-tls-client-ca".into(),
+                path(CA),
+            ]);
         }
         args.extend(super::telemetry::metrics_args());
         args

@@ -26,6 +26,8 @@ source "$HERE/observe.sh"
 source "$HERE/argocd.sh"
 # shellcheck source=netpol.sh
 source "$HERE/netpol.sh"
+# shellcheck source=grpc_tls.sh
+source "$HERE/grpc_tls.sh"
 
 export KBNG_CLUSTER_DIR=${KBNG_OPERATOR_CLUSTER_DIR:-/tmp/kbng-operator-e2e}
 WORK=$(mktemp -d /tmp/kbng-operator-e2e.XXXXXX)
@@ -825,6 +827,7 @@ main() {
   run_test radius_bng_control_may_read_exactly_its_secret t_radius_bng_control_may_read_exactly_its_secret
   run_test unreachable_control_is_a_condition_not_a_loop t_unreachable_control_is_a_condition_not_a_loop
   run_test real_binaries_accept_the_generated_workloads t_real_binaries_accept_the_generated_workloads
+  run_test grpc_tls_secret_reaches_both_real_binaries t_grpc_tls_secret_reaches_both_real_binaries
   run_test real_control_reports_to_status_and_drains t_real_control_reports_to_status_and_drains
   run_test argocd_health_checks t_argocd_health_checks
   run_test operator_killed_mid_reconcile_converges t_operator_killed_mid_reconcile_converges

@@ -20,7 +20,7 @@ use kube::ResourceExt;
 use super::control_config::{fnv1a, render};
 use super::{
     Base, BuildError, Inputs, container_env, container_ports, container_security, control_name,
-    pod_security, probe,
+    grpc_tls_mount, pod_security, probe,
 };
 use crate::binaries::control;
 use crate::config::{SessionStore, WorkloadConfig};
@@ -290,6 +290,7 @@ pub(crate) fn stateful_set(
     relay: bool,
     radius: Option<&RadiusSpec>,
     session_capacity: u64,
+    grpc_tls: Option<Volume>,
 ) -> StatefulSet {
     let name = control_name(&base.bng);
     let mut volumes = vec![Volume {
@@ -316,6 +317,8 @@ pub(crate) fn stateful_set(
             ..Volume::default()
         });
     }
+    let has_tls = grpc_tls.is_some();
+    volumes.extend(grpc_tls);
     let claims = match &config.session_store {
         SessionStore::EmptyDir => {
             volumes.push(Volume {
@@ -391,6 +394,7 @@ pub(crate) fn stateful_set(
                 read_only: Some(true),
                 ..VolumeMount::default()
             }))
+            .chain(has_tls.then(grpc_tls_mount))
             .collect(),
         ),
         security_context: Some(SecurityContext {

@@ -86,6 +86,15 @@ pub struct AccountingFile {
     pub interim_secs: u32,
 }
 
+/// The control's `dataplaneTls`: the mounted `dataplane.grpcTls` Secret.
+#[derive(Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct DataplaneTlsFile {
+    pub ca_file: String,
+    pub cert_file: String,
+    pub key_file: String,
+}
+
 #[derive(Debug, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct DasClientFile {
@@ -125,6 +134,8 @@ pub struct AaaFile {
 pub struct ControlConfig<'a> {
     /// Each dataplane pod by its stable DNS name (StatefulSet pod behind a headless Service).
     pub dataplanes: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dataplane_tls: Option<DataplaneTlsFile>,
     pub pools: &'a [PoolSpec],
     /// Only validated plans; a missing or invalid one is named in the BNG's status instead.
     pub plans: Vec<PlanFile>,
@@ -152,11 +163,13 @@ pub struct ControlConfig<'a> {
     pub aaa: Option<AaaFile>,
 }
 
-/// `http://<pod>.<service>.<namespace>.svc:<port>` of dataplane pod `i`.
-pub(crate) fn dataplane_address(base: &Base, i: u32) -> String {
+/// `http://<pod>.<service>.<namespace>.svc:<port>` of dataplane pod `i`, `https://` with
+/// TLS (the certificate's `*.<service>.<namespace>.svc` covers every pod).
+pub(crate) fn dataplane_address(base: &Base, i: u32, tls: bool) -> String {
     let sts = dataplane_name(&base.bng);
     format!(
-        "http://{sts}-{i}.{sts}.{}.svc:{}",
+        "{}://{sts}-{i}.{sts}.{}.svc:{}",
+        if tls { "https" } else { "http" },
         base.namespace,
         dataplane::GRPC_PORT
     )
@@ -188,8 +201,16 @@ pub(crate) fn render<'a>(base: &Base, inputs: &'a Inputs<'a>) -> ControlConfig<'
     let spec = &inputs.bng.spec;
     ControlConfig {
         dataplanes: (0..spec.dataplane.replicas)
-            .map(|i| dataplane_address(base, i))
+            .map(|i| dataplane_address(base, i, spec.dataplane.grpc_tls.is_some()))
             .collect(),
+        dataplane_tls: spec.dataplane.grpc_tls.as_ref().map(|_| {
+            use crate::binaries::grpc_tls::{CA, CERT, KEY, path};
+            DataplaneTlsFile {
+                ca_file: path(CA),
+                cert_file: path(CERT),
+                key_file: path(KEY),
+            }
+        }),
         pools: &spec.pools,
         plans: inputs.plans.iter().map(plan_file).collect(),
         default_plan: default_plan(inputs).unwrap_or_default(),

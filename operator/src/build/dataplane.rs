@@ -27,7 +27,8 @@ use kbng_crds::Bng;
 use kbng_crds::bng::{DataplaneSpec, HugepageSize};
 
 use super::{
-    Base, container_env, container_ports, container_security, dataplane_name, pod_security, probe,
+    Base, container_env, container_ports, container_security, dataplane_name, grpc_tls_mount,
+    grpc_tls_volume, pod_security, probe,
 };
 use crate::binaries::dataplane;
 use crate::config::WorkloadConfig;
@@ -157,18 +158,23 @@ pub(crate) fn stateful_set(base: &Base, bng: &Bng, config: &WorkloadConfig) -> S
             limits: Some(resources),
             ..ResourceRequirements::default()
         }),
-        volume_mounts: Some(vec![
-            VolumeMount {
-                name: "hugepages".into(),
-                mount_path: dataplane::HUGEPAGES_DIR.into(),
-                ..VolumeMount::default()
-            },
-            VolumeMount {
-                name: "dpdk-runtime".into(),
-                mount_path: dataplane::RUNTIME_DIR.into(),
-                ..VolumeMount::default()
-            },
-        ]),
+        volume_mounts: Some(
+            vec![
+                VolumeMount {
+                    name: "hugepages".into(),
+                    mount_path: dataplane::HUGEPAGES_DIR.into(),
+                    ..VolumeMount::default()
+                },
+                VolumeMount {
+                    name: "dpdk-runtime".into(),
+                    mount_path: dataplane::RUNTIME_DIR.into(),
+                    ..VolumeMount::default()
+                },
+            ]
+            .into_iter()
+            .chain(spec.grpc_tls.as_ref().map(|_| grpc_tls_mount()))
+            .collect(),
+        ),
         security_context: Some(SecurityContext {
             // Not privileged: the VFs arrive through the device plugin (vfio devices mounted
             // into the container), so no host device access is needed beyond them.
@@ -211,24 +217,29 @@ pub(crate) fn stateful_set(base: &Base, bng: &Bng, config: &WorkloadConfig) -> S
                     node_selector: (!spec.node_selector.is_empty())
                         .then(|| spec.node_selector.clone()),
                     affinity: Some(spread(selector)),
-                    volumes: Some(vec![
-                        Volume {
-                            name: "hugepages".into(),
-                            empty_dir: Some(EmptyDirVolumeSource {
-                                medium: Some("HugePages".into()),
-                                ..EmptyDirVolumeSource::default()
-                            }),
-                            ..Volume::default()
-                        },
-                        Volume {
-                            name: "dpdk-runtime".into(),
-                            empty_dir: Some(EmptyDirVolumeSource {
-                                medium: Some("Memory".into()),
-                                size_limit: Some(Quantity("64Mi".into())),
-                            }),
-                            ..Volume::default()
-                        },
-                    ]),
+                    volumes: Some(
+                        vec![
+                            Volume {
+                                name: "hugepages".into(),
+                                empty_dir: Some(EmptyDirVolumeSource {
+                                    medium: Some("HugePages".into()),
+                                    ..EmptyDirVolumeSource::default()
+                                }),
+                                ..Volume::default()
+                            },
+                            Volume {
+                                name: "dpdk-runtime".into(),
+                                empty_dir: Some(EmptyDirVolumeSource {
+                                    medium: Some("Memory".into()),
+                                    size_limit: Some(Quantity("64Mi".into())),
+                                }),
+                                ..Volume::default()
+                            },
+                        ]
+                        .into_iter()
+                        .chain(grpc_tls_volume(bng))
+                        .collect(),
+                    ),
                     security_context: Some(pod_security()),
                     ..PodSpec::default()
                 }),

@@ -15,7 +15,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMap, ContainerPort, EnvVar, HTTPGetAction, PodSecurityContext, Probe,
-    SeccompProfile, SecurityContext, Service, ServiceAccount, TCPSocketAction,
+    SeccompProfile, SecretVolumeSource, SecurityContext, Service, ServiceAccount, TCPSocketAction,
+    Volume, VolumeMount,
 };
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
@@ -98,6 +99,7 @@ pub fn build(inputs: &Inputs<'_>) -> Result<Owned, BuildError> {
             inputs.bng.spec.dhcp.mode == kbng_crds::bng::DhcpMode::Relay,
             inputs.bng.spec.aaa.radius.as_ref(),
             inputs.bng.spec.dataplane.session_capacity,
+            grpc_tls_volume(inputs.bng),
         ),
         dataplane: dataplane::stateful_set(&base, inputs.bng, inputs.config),
         dataplane_service: dataplane::service(&base),
@@ -229,6 +231,31 @@ pub(crate) fn container_security(add: &[&str]) -> SecurityContext {
             drop: Some(vec!["ALL".into()]),
         }),
         ..SecurityContext::default()
+    }
+}
+
+const GRPC_TLS_VOLUME: &str = "grpc-tls";
+
+/// The BNG's `dataplane.grpcTls` Secret as a volume, when it names one (both pods mount it).
+pub(crate) fn grpc_tls_volume(bng: &Bng) -> Option<Volume> {
+    let tls = bng.spec.dataplane.grpc_tls.as_ref()?;
+    Some(Volume {
+        name: GRPC_TLS_VOLUME.into(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(tls.secret_name.clone()),
+            default_mode: Some(0o440),
+            ..SecretVolumeSource::default()
+        }),
+        ..Volume::default()
+    })
+}
+
+pub(crate) fn grpc_tls_mount() -> VolumeMount {
+    VolumeMount {
+        name: GRPC_TLS_VOLUME.into(),
+        mount_path: crate::binaries::grpc_tls::DIR.into(),
+        read_only: Some(true),
+        ..VolumeMount::default()
     }
 }
 

@@ -795,3 +795,90 @@ fn network_policies_admit_only_the_peers_that_need_each_port() {
         ]
     );
 }
+
+/// `dataplane.grpcTls` mounts its Secret in both pods, gives the dataplane its three TLS
+/// flags and the control `dataplaneTls` with `https://` addresses; without it, none of that.
+#[test]
+fn grpc_tls_secret_reaches_both_ends() {
+    let mut bng = sample_bng();
+    let mounts = |o: &Owned| {
+        let pods =
+            [&o.control, &o.dataplane].map(|s| s.spec.clone().unwrap().template.spec.unwrap());
+        pods.map(|p| {
+            let mount = p.containers[0]
+                .volume_mounts
+                .clone()
+                .unwrap()
+                .into_iter()
+                .find(|m| m.name == "grpc-tls")
+                .map(|m| (m.mount_path, m.read_only));
+            let secret = p
+                .volumes
+                .unwrap()
+                .into_iter()
+                .find(|v| v.name == "grpc-tls")
+                .and_then(|v| v.secret)
+                .and_then(|s| s.secret_name);
+            (mount, secret)
+        })
+    };
+    let tls_args = |o: &Owned| {
+        let args = o
+            .dataplane
+            .spec
+            .clone()
+            .unwrap()
+            .template
+            .spec
+            .unwrap()
+            .containers[0]
+            .args
+            .clone()
+            .unwrap();
+        args.iter()
+            .position(|a| a == "--grpc-tls-cert")
+            .map(|i| args[i..i + 6].to_vec())
+    };
+    let o = owned(&bng, &WorkloadConfig::default());
+    assert_eq!(mounts(&o), [(None, None), (None, None)]);
+    assert_eq!(tls_args(&o), None);
+    let plain = control_json(&bng);
+    assert!(
+        plain["dataplanes"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("http://")
+    );
+    assert_eq!(plain.get("dataplaneTls"), None);
+
+    bng.spec.dataplane.grpc_tls = Some(kbng_crds::bng::GrpcTlsSpec {
+        secret_name: "bng-grpc".into(),
+    });
+    let o = owned(&bng, &WorkloadConfig::default());
+    let mounted = (
+        Some(("/etc/kbng-grpc-tls".to_string(), Some(true))),
+        Some("bng-grpc".to_string()),
+    );
+    assert_eq!(mounts(&o), [mounted.clone(), mounted]);
+    assert_eq!(
+        tls_args(&o).unwrap(),
+        [
+            "--grpc-tls-cert",
+            "/etc/kbng-grpc-tls/tls.crt",
+            "--grpc-tls-key",
+            "/etc/kbng-grpc-tls/tls.key",
+            "--grpc-tls-client-ca",
+            "/etc/kbng-grpc-tls/ca.crt"
+        ]
+    );
+    let v = control_json(&bng);
+    assert!(
+        v["dataplanes"][0].as_str().unwrap().starts_with("https://"),
+        "{v}"
+    );
+    assert_eq!(
+        v["dataplaneTls"],
+        serde_json::json!({"caFile": "/etc/kbng-grpc-tls/ca.crt",
+            "certFile": "/etc/kbng-grpc-tls/tls.crt", "keyFile": "/etc/kbng-grpc-tls/tls.key"})
+    );
+}
