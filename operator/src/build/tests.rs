@@ -385,21 +385,29 @@ fn radius_servers_and_their_mounted_secret() {
     assert!(mount.iter().any(|m| m.mount_path == "/etc/kbng-radius"));
 }
 
-/// `aaa.radius.dynamicAuthorization` becomes the control's DAS listener (clients signing
-/// with the mounted RADIUS secret), a named UDP container port and a port of the headless
-/// Service; without it there is neither.
-#[test]
-fn dynamic_authorization_listener_port_and_clients() {
-    let mut bng = sample_bng();
+/// `bng` authorised by one RADIUS server, taking CoA and Disconnect as `das` says.
+fn radius_with_das(bng: &mut Bng, das: serde_json::Value) {
     bng.spec.aaa.mode = kbng_crds::bng::AaaMode::Radius;
     bng.spec.aaa.radius = Some(
         serde_json::from_value(serde_json::json!({
             "servers": [{"address": "192.0.2.10"}],
             "secretRef": {"name": "radius", "key": "shared"},
             "nasIdentifier": "lab",
-            "dynamicAuthorization": {"clients": [{"address": "192.0.2.10"}, {"address": "192.0.2.11"}]}
+            "dynamicAuthorization": das
         }))
         .unwrap(),
+    );
+}
+
+/// `aaa.radius.dynamicAuthorization` becomes the control's DAS listener (clients signing
+/// with the mounted RADIUS secret), a named UDP container port and a port of the headless
+/// Service; without it there is neither.
+#[test]
+fn dynamic_authorization_listener_port_and_clients() {
+    let mut bng = sample_bng();
+    radius_with_das(
+        &mut bng,
+        serde_json::json!({"clients": [{"address": "192.0.2.10"}, {"address": "192.0.2.11"}]}),
     );
     let udp = |o: &Owned| {
         let pod = o.control.spec.clone().unwrap().template.spec.unwrap();
@@ -768,15 +776,9 @@ fn network_policies_admit_only_the_peers_that_need_each_port() {
         serde_json::json!({"mode": "relay", "relayServers": ["192.0.2.67", "192.0.2.68"]}),
     )
     .unwrap();
-    bng.spec.aaa.mode = kbng_crds::bng::AaaMode::Radius;
-    bng.spec.aaa.radius = Some(
-        serde_json::from_value(serde_json::json!({
-            "servers": [{"address": "192.0.2.10"}],
-            "secretRef": {"name": "radius", "key": "shared"},
-            "nasIdentifier": "lab",
-            "dynamicAuthorization": {"port": 4000, "clients": [{"address": "192.0.2.11"}]}
-        }))
-        .unwrap(),
+    radius_with_das(
+        &mut bng,
+        serde_json::json!({"port": 4000, "clients": [{"address": "192.0.2.11"}]}),
     );
     let o = owned(&bng, &WorkloadConfig::default());
     assert_eq!(
