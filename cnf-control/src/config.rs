@@ -235,8 +235,8 @@ fn default_per_line() -> u32 {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub dataplanes: Vec<String>,
-    /// Mutual TLS to the dataplanes, when configured.
-    pub dataplane_tls: Option<tonic::transport::ClientTlsConfig>,
+    /// Mutual TLS to the dataplanes, when configured (checked: the files loaded at start).
+    pub dataplane_tls: Option<crate::dataplane_tls::DataplaneTlsFile>,
     pub engine: EngineConfig,
     pub plans: Vec<Plan>,
     pub subscribers_file: Option<PathBuf>,
@@ -337,10 +337,9 @@ impl ConfigFile {
         if self.dataplanes.is_empty() {
             problems.push("dataplanes: at least one is needed".into());
         }
-        let dataplane_tls = self
-            .dataplane_tls
-            .as_ref()
-            .and_then(|t| t.validate(&mut problems));
+        if let Some(t) = &self.dataplane_tls {
+            t.validate(&mut problems);
+        }
         crate::dataplane_tls::check_addresses(
             &self.dataplanes,
             self.dataplane_tls.is_some(),
@@ -468,7 +467,7 @@ impl ConfigFile {
             radius,
             relay,
             dataplanes: self.dataplanes,
-            dataplane_tls,
+            dataplane_tls: self.dataplane_tls,
             engine: EngineConfig {
                 pools,
                 plans,

@@ -209,8 +209,15 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 /// Connect to `target` (`unix:/path`, `http://host:port`, or `https://host:port` with its
-/// TLS settings).
-pub async fn connect(target: &Target) -> Result<DataplaneClient<Channel>, tonic::transport::Error> {
+/// TLS files, read now: a renewed certificate is used from the next connection). The error
+/// carries its sources (tonic's own message is only "transport error").
+pub async fn connect(target: &Target) -> Result<DataplaneClient<Channel>, String> {
+    open(target).await.map_err(|e| error_chain(&*e))
+}
+
+async fn open(
+    target: &Target,
+) -> Result<DataplaneClient<Channel>, Box<dyn std::error::Error + Send + Sync>> {
     let addr = &target.addr;
     let ch = if let Some(path) = addr.strip_prefix("unix:") {
         let path = path.to_owned();
@@ -227,7 +234,7 @@ pub async fn connect(target: &Target) -> Result<DataplaneClient<Channel>, tonic:
     } else {
         let mut e = Endpoint::from_shared(addr.to_owned())?;
         if let Some(tls) = &target.tls {
-            e = e.tls_config(tls.clone())?;
+            e = e.tls_config(tls.client_config()?)?;
         }
         e.connect().await?
     };
@@ -510,9 +517,7 @@ async fn session(
     status: &Mutex<DpStatus>,
     last_boot: &mut Option<u64>,
 ) -> Result<(), String> {
-    let mut c = connect(target)
-        .await
-        .map_err(|e| format!("connect: {}", error_chain(&e)))?;
+    let mut c = connect(target).await.map_err(|e| format!("connect: {e}"))?;
     let id = c
         .get_identity(pb::GetIdentityRequest {})
         .await

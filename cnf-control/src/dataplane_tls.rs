@@ -1,6 +1,7 @@
 //! Mutual TLS to the dataplanes: the control proves itself with a client certificate and
 //! checks each dataplane's against a CA. A dataplane installs whatever sessions its client
-//! sends, so on a shared network both ends must know who they talk to.
+//! sends, so on a shared network both ends must know who they talk to. The files are read at
+//! every connection, so a renewed certificate is used from the next one without a restart.
 
 use std::path::PathBuf;
 
@@ -19,31 +20,28 @@ pub struct DataplaneTlsFile {
 }
 
 impl DataplaneTlsFile {
-    /// The client TLS settings, with the files read and parsed now, so a bad file stops the
-    /// control at start (and `--check-config`), naming it.
-    pub fn validate(&self, problems: &mut Vec<String>) -> Option<ClientTlsConfig> {
-        let mut read = |field: &str, p: &PathBuf| {
-            std::fs::read(p)
-                .map_err(|e| problems.push(format!("dataplaneTls.{field}: {}: {e}", p.display())))
-                .ok()
+    /// The client TLS settings from the files as they are now; the error names the field
+    /// whose file is at fault.
+    pub fn client_config(&self) -> Result<ClientTlsConfig, String> {
+        let read = |field: &str, p: &PathBuf| {
+            std::fs::read(p).map_err(|e| format!("dataplaneTls.{field}: {}: {e}", p.display()))
         };
-        let ca = read("caFile", &self.ca_file);
-        let cert = read("certFile", &self.cert_file);
-        let key = read("keyFile", &self.key_file);
-        let (Some(ca), Some(cert), Some(key)) = (ca, cert, key) else {
-            return None;
-        };
+        let ca = read("caFile", &self.ca_file)?;
+        let cert = read("certFile", &self.cert_file)?;
+        let key = read("keyFile", &self.key_file)?;
         let tls = ClientTlsConfig::new()
             .ca_certificate(Certificate::from_pem(ca))
             .identity(Identity::from_pem(cert, key));
-        match Endpoint::from_static("https://dataplane.invalid").tls_config(tls.clone()) {
-            Ok(_) => Some(tls),
-            Err(e) => {
-                let why = std::error::Error::source(&e).map_or(String::new(), |s| format!(": {s}"));
-                problems.push(format!("dataplaneTls: {e}{why}"));
-                None
-            }
-        }
+        // The PEM is parsed here, not at the first connection.
+        Endpoint::from_static("https://dataplane.invalid")
+            .tls_config(tls.clone())
+            .map_err(|e| format!("dataplaneTls: {}", crate::dataplane::error_chain(&e)))?;
+        Ok(tls)
+    }
+
+    /// Checked at start (and by `--check-config`), so a bad file stops the control, named.
+    pub fn validate(&self, problems: &mut Vec<String>) -> bool {
+        self.client_config().map_err(|e| problems.push(e)).is_ok()
     }
 }
 
@@ -70,11 +68,11 @@ pub fn check_addresses(addresses: &[String], tls: bool, problems: &mut Vec<Strin
 #[derive(Debug, Clone)]
 pub struct Target {
     pub addr: String,
-    pub tls: Option<ClientTlsConfig>,
+    pub tls: Option<DataplaneTlsFile>,
 }
 
 impl Target {
-    pub fn all(addresses: &[String], tls: Option<&ClientTlsConfig>) -> Vec<Target> {
+    pub fn all(addresses: &[String], tls: Option<&DataplaneTlsFile>) -> Vec<Target> {
         addresses
             .iter()
             .map(|a| Target {
@@ -124,14 +122,14 @@ mod tests {
             key_file: junk.clone(),
         };
         let mut p = Vec::new();
-        assert!(file(&dir.join("absent.pem")).validate(&mut p).is_none());
+        assert!(!file(&dir.join("absent.pem")).validate(&mut p));
         assert_eq!(p.len(), 1);
         assert!(
             p[0].starts_with("dataplaneTls.caFile: ") && p[0].contains("absent.pem"),
             "{p:?}"
         );
         let mut p = Vec::new();
-        assert!(file(&junk).validate(&mut p).is_none());
+        assert!(!file(&junk).validate(&mut p));
         assert_eq!(p.len(), 1);
         assert!(p[0].starts_with("dataplaneTls: "), "{p:?}");
         std::fs::remove_dir_all(&dir).unwrap();

@@ -159,13 +159,17 @@ pub struct Config {
     pub outer_tpid: u16,
     /// `--numa-node`, when a node is required.
     pub numa_node: Option<u32>,
-    /// Mutual TLS on the gRPC listener, when its three flags are given.
-    pub grpc_tls: Option<tonic::transport::ServerTlsConfig>,
+    /// Mutual TLS on the gRPC listener, when its three flags are given: the files, and what
+    /// was loaded from them at start.
+    pub grpc_tls: Option<(crate::grpc_tls::TlsFiles, crate::grpc_tls::Loaded)>,
 }
 
 /// The gRPC listener's mutual TLS from its three flags (all or none), the files read and
 /// checked now so that a bad one stops the binary at start, naming it.
-fn grpc_tls(args: &Args, errors: &mut Vec<String>) -> Option<tonic::transport::ServerTlsConfig> {
+fn grpc_tls(
+    args: &Args,
+    errors: &mut Vec<String>,
+) -> Option<(crate::grpc_tls::TlsFiles, crate::grpc_tls::Loaded)> {
     let flags = [
         ("--grpc-tls-cert", &args.grpc_tls_cert),
         ("--grpc-tls-key", &args.grpc_tls_key),
@@ -199,27 +203,15 @@ fn grpc_tls(args: &Args, errors: &mut Vec<String>) -> Option<tonic::transport::S
         ));
         return None;
     }
-    let mut pem = flags.iter().filter_map(|(flag, path)| {
-        let path = path.as_ref()?;
-        std::fs::read(path)
-            .map_err(|e| errors.push(format!("{flag} {}: {e}", path.display())))
-            .ok()
-    });
-    let (cert, key, ca) = (pem.next(), pem.next(), pem.next());
-    let (Some(cert), Some(key), Some(ca)) = (cert, key, ca) else {
-        return None;
+    let files = crate::grpc_tls::TlsFiles {
+        cert: args.grpc_tls_cert.clone()?,
+        key: args.grpc_tls_key.clone()?,
+        client_ca: args.grpc_tls_client_ca.clone()?,
     };
-    let tls = tonic::transport::ServerTlsConfig::new()
-        .identity(tonic::transport::Identity::from_pem(cert, key))
-        .client_ca_root(tonic::transport::Certificate::from_pem(ca));
-    // The PEM is parsed here, not at the first connection.
-    match tonic::transport::Server::builder().tls_config(tls.clone()) {
-        Ok(_) => Some(tls),
+    match files.load() {
+        Ok(loaded) => Some((files, loaded)),
         Err(e) => {
-            errors.push(format!(
-                "--grpc-tls-cert, --grpc-tls-key, --grpc-tls-client-ca: {e}: {}",
-                std::error::Error::source(&e).map_or(String::new(), |s| s.to_string())
-            ));
+            errors.push(e);
             None
         }
     }
@@ -668,10 +660,7 @@ mod tests {
             "{e}"
         );
         let e = err(&[&all[..], &[junk]].concat());
-        assert!(
-            e.starts_with("--grpc-tls-cert, --grpc-tls-key, --grpc-tls-client-ca: "),
-            "{e}"
-        );
+        assert_eq!(e, "--grpc-tls-cert: no certificate in the file");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -40,6 +40,7 @@ pub mod control;
 pub mod counters;
 pub mod doorbell;
 pub mod grpc;
+pub mod grpc_tls;
 pub mod io;
 pub mod meter;
 pub mod neighbour;

@@ -624,7 +624,13 @@ async fn control_main(
     inject: (rtrb::Producer<InjectRecord>, Doorbell),
     punt: (Vec<rtrb::Consumer<PuntRecord>>, TaskWait),
     resolver: Option<Resolver>,
-    (listen, tls): (String, Option<tonic::transport::ServerTlsConfig>),
+    (listen, tls): (
+        String,
+        Option<(
+            kbng_dataplane::grpc_tls::TlsFiles,
+            kbng_dataplane::grpc_tls::Loaded,
+        )>,
+    ),
     stop: Arc<AtomicBool>,
     run_seconds: Option<u64>,
 ) -> anyhow::Result<()> {
@@ -668,12 +674,7 @@ async fn control_main(
         }
     };
     tokio::spawn(stopper);
-    let server_tls = tls.is_some();
-    let mut builder = tonic::transport::Server::builder();
-    if let Some(tls) = tls {
-        builder = builder.tls_config(tls).context("gRPC TLS")?;
-    }
-    let server = builder
+    let server = tonic::transport::Server::builder()
         .trace_fn(kbng_telemetry::grpc::server_span)
         .add_service(pb::dataplane_server::DataplaneServer::new(svc));
     let serve = async {
@@ -689,9 +690,23 @@ async fn control_main(
                 )
                 .await
                 .context("gRPC server")
+        } else if let Some((files, loaded)) = tls {
+            let addr: std::net::SocketAddr = listen.parse().context("--grpc-listen")?;
+            let l = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("binding {addr}"))?;
+            tracing::info!("gRPC on {addr}, mutual TLS");
+            let incoming = kbng_dataplane::grpc_tls::incoming(l, files, loaded);
+            server
+                .serve_with_incoming_shutdown(
+                    tokio_stream::wrappers::ReceiverStream::new(incoming),
+                    shutdown,
+                )
+                .await
+                .context("gRPC server")
         } else {
             let addr: std::net::SocketAddr = listen.parse().context("--grpc-listen")?;
-            tracing::info!(tls = server_tls, "gRPC on {addr}");
+            tracing::info!("gRPC on {addr}");
             server
                 .serve_with_shutdown(addr, shutdown)
                 .await

@@ -185,7 +185,8 @@ pub struct DataplaneSpec {
 /// A Secret in the BNG's namespace holding `tls.crt`, `tls.key` and `ca.crt` (what
 /// cert-manager writes): one certificate that both ends present, valid for server and client
 /// authentication, with the DNS name `*.<bng>-dataplane.<namespace>.svc`; `ca.crt` signs it.
-/// Both binaries read it at start: a renewed certificate is used from each pod's next start.
+/// A renewal needs no restart: the dataplane reads the files again for new connections (every
+/// few seconds at most), the control at each connection it opens; open ones carry on.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GrpcTlsSpec {

@@ -86,7 +86,7 @@ async fn identity(target: &crate::dataplane::Target) -> Result<serde_json::Value
     let ask = async {
         let mut c = crate::dataplane::connect(target)
             .await
-            .map_err(|e| format!("connect {addr}: {}", crate::dataplane::error_chain(&e)))?;
+            .map_err(|e| format!("connect {addr}: {e}"))?;
         c.get_identity(kbng_api::v1::GetIdentityRequest {})
             .await
             .map(tonic::Response::into_inner)

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use kbng_api::v1 as pb;
-use kbng_control::dataplane::{Target, connect, error_chain};
+use kbng_control::dataplane::{Target, connect};
 use kbng_control::dataplane_tls::DataplaneTlsFile;
 use lab::{Procs, free_port, has_tool, http_get, prerequisites, wait_for};
 
@@ -100,20 +100,44 @@ fn issue(dir: &Path, name: &str) {
     );
 }
 
-fn tls(dir: &Path, ca: &str, leaf: &str) -> tonic::transport::ClientTlsConfig {
-    let mut problems = Vec::new();
-    let file = DataplaneTlsFile {
+/// The control's TLS files: the CA `ca` it trusts, the certificate and key of `leaf`.
+fn files(dir: &Path, ca: &str, leaf: &str) -> DataplaneTlsFile {
+    DataplaneTlsFile {
         ca_file: dir.join(format!("{ca}.crt")),
         cert_file: dir.join(format!("{leaf}-leaf.crt")),
         key_file: dir.join(format!("{leaf}-leaf.key")),
-    };
-    file.validate(&mut problems)
-        .unwrap_or_else(|| panic!("{problems:?}"))
+    }
+}
+
+fn https(url: &str, dir: &Path, ca: &str, leaf: &str) -> Target {
+    Target {
+        addr: url.to_string(),
+        tls: Some(files(dir, ca, leaf)),
+    }
+}
+
+/// The dataplane's own files (copies, so that a renewal can replace them under it).
+fn install_dataplane_files(dir: &Path, from: &str) {
+    for (src, dst) in [
+        (format!("{from}-leaf.crt"), "dp.crt"),
+        (format!("{from}-leaf.key"), "dp.key"),
+        (format!("{from}.crt"), "dp-clients-ca.crt"),
+    ] {
+        std::fs::copy(dir.join(src), dir.join(format!("{dst}.new"))).unwrap();
+        std::fs::rename(dir.join(format!("{dst}.new")), dir.join(dst)).unwrap();
+    }
+}
+
+/// The control's view of dataplane 0 (`/v1/dataplanes`).
+fn dataplane_status(api: std::net::SocketAddr) -> Option<serde_json::Value> {
+    let (_, b) = http_get(api, "/v1/dataplanes").ok()?;
+    let v: serde_json::Value = serde_json::from_str(&b).ok()?;
+    v.as_array()?.first().cloned()
 }
 
 /// Whether the control's client reaches the dataplane at `target` (an identity answered).
 async fn answers(target: &Target) -> Result<(), String> {
-    let mut c = connect(target).await.map_err(|e| error_chain(&e))?;
+    let mut c = connect(target).await?;
     c.get_identity(pb::GetIdentityRequest {})
         .await
         .map(|_| ())
@@ -170,8 +194,10 @@ async fn control_and_dataplane_speak_mutual_tls() {
     let tmp = TempDir(std::env::temp_dir().join(format!("kbng-mtls-{}", std::process::id())));
     let dir = tmp.0.clone();
     std::fs::create_dir_all(&dir).unwrap();
-    issue(&dir, "ours");
-    issue(&dir, "stranger");
+    for ca in ["ours", "stranger", "renewed"] {
+        issue(&dir, ca);
+    }
+    install_dataplane_files(&dir, "ours");
     let log = |n: &str| std::fs::File::create(dir.join(n)).unwrap();
     let grpc = free_port();
     let mut procs = Procs(Vec::new());
@@ -196,19 +222,16 @@ async fn control_and_dataplane_speak_mutual_tls() {
             "1000",
         ])
         .args(["--grpc-listen", &grpc.to_string()])
-        .args(["--grpc-tls-cert", &format!("{d}/ours-leaf.crt")])
-        .args(["--grpc-tls-key", &format!("{d}/ours-leaf.key")])
-        .args(["--grpc-tls-client-ca", &format!("{d}/ours.crt")])
+        .args(["--grpc-tls-cert", &format!("{d}/dp.crt")])
+        .args(["--grpc-tls-key", &format!("{d}/dp.key")])
+        .args(["--grpc-tls-client-ca", &format!("{d}/dp-clients-ca.crt")])
         .stdout(Stdio::null())
         .stderr(log("dataplane.log"))
         .spawn()
         .unwrap();
     procs.0.push(("dataplane", child));
     let url = format!("https://localhost:{}", grpc.port());
-    let good = Target {
-        addr: url.clone(),
-        tls: Some(tls(&dir, "ours", "ours")),
-    };
+    let good = https(&url, &dir, "ours", "ours");
     wait_for("the dataplane answers over mutual TLS", 60, || {
         futures_block(answers(&good)).ok()
     });
@@ -219,33 +242,34 @@ async fn control_and_dataplane_speak_mutual_tls() {
         addr: format!("http://localhost:{}", grpc.port()),
         tls: None,
     };
-    let no_identity = Target {
-        addr: url.clone(),
-        tls: Some(tonic::transport::ClientTlsConfig::new().ca_certificate(
-            tonic::transport::Certificate::from_pem(std::fs::read(dir.join("ours.crt")).unwrap()),
-        )),
+    assert!(answers(&plain).await.is_err(), "plaintext answered");
+    let ca_only = tonic::transport::ClientTlsConfig::new().ca_certificate(
+        tonic::transport::Certificate::from_pem(std::fs::read(dir.join("ours.crt")).unwrap()),
+    );
+    let no_identity = async {
+        let ch = tonic::transport::Endpoint::from_shared(url.clone())?
+            .tls_config(ca_only)?
+            .connect()
+            .await?;
+        Ok::<_, Box<dyn std::error::Error>>(
+            pb::dataplane_client::DataplaneClient::new(ch)
+                .get_identity(pb::GetIdentityRequest {})
+                .await?,
+        )
     };
-    let stranger = Target {
-        addr: url.clone(),
-        tls: Some(tls(&dir, "ours", "stranger")),
-    };
-    let distrusting = Target {
-        addr: url.clone(),
-        tls: Some(tls(&dir, "stranger", "ours")),
-    };
-    for (what, t) in [
-        ("plaintext", &plain),
-        ("no client certificate", &no_identity),
-        ("a stranger's client certificate", &stranger),
-    ] {
-        let r = answers(t).await;
-        assert!(r.is_err(), "{what}: answered");
-    }
-    let r = answers(&distrusting).await.unwrap_err();
+    assert!(no_identity.await.is_err(), "no client certificate answered");
+    let stranger = https(&url, &dir, "ours", "stranger");
+    assert!(
+        answers(&stranger).await.is_err(),
+        "a stranger's certificate answered"
+    );
+    let r = answers(&https(&url, &dir, "stranger", "ours"))
+        .await
+        .unwrap_err();
     assert!(r.contains("UnknownIssuer"), "distrusting client: {r}");
 
-    // The real control: ours connects and reconciles; the stranger's stays out, saying why.
-    for (run, leaf, connected) in [("ours", "ours", true), ("stranger", "stranger", false)] {
+    // The real control: the stranger's stays out, saying why; ours connects and reconciles.
+    for (run, leaf, connected) in [("stranger", "stranger", false), ("ours", "ours", true)] {
         let api = free_port();
         let cfg = control_config(&dir, run, &url, ("ours", leaf), &api.to_string());
         let child = Command::new(&ctl)
@@ -256,33 +280,31 @@ async fn control_and_dataplane_speak_mutual_tls() {
             .spawn()
             .unwrap();
         procs.0.push(("control", child));
-        let body = wait_for(
+        let status = wait_for(
             &format!("control {run}: connected = {connected}"),
             60,
             || {
-                http_get(api, "/v1/dataplanes").ok().and_then(|(_, b)| {
-                    let v: serde_json::Value = serde_json::from_str(&b).ok()?;
-                    let dp = v.as_array()?.first()?.clone();
-                    let settled = if connected {
+                dataplane_status(api).filter(|dp| {
+                    if connected {
                         dp["connected"] == true && !dp["lastReconcile"].is_null()
                     } else {
                         dp["lastError"].is_string()
-                    };
-                    settled.then_some(dp)
+                    }
                 })
             },
         );
-        assert_eq!(body["connected"], connected, "control {run}: {body}");
-        if !connected {
+        assert_eq!(status["connected"], connected, "control {run}: {status}");
+        if connected {
+            renewal_keeps_the_connection_and_changes_who_gets_in(&dir, &url, api).await;
+        } else {
             // Still out after more attempts (one a second), never reconciled. TLS 1.3: the
             // client learns of the refusal at its first request (the dataplane's UnknownCA
             // alert, or the connection closed), so the error names that request.
             tokio::time::sleep(std::time::Duration::from_secs(3)).await;
-            let (_, b) = http_get(api, "/v1/dataplanes").unwrap();
-            let v: serde_json::Value = serde_json::from_str(&b).unwrap();
-            assert_eq!(v[0]["connected"], false, "{v}");
-            assert!(v[0]["lastReconcile"].is_null(), "{v}");
-            let why = v[0]["lastError"].as_str().unwrap();
+            let v = dataplane_status(api).unwrap();
+            assert_eq!(v["connected"], false, "{v}");
+            assert!(v["lastReconcile"].is_null(), "{v}");
+            let why = v["lastError"].as_str().unwrap();
             assert!(
                 why.starts_with("GetIdentity") || why.starts_with("connect"),
                 "{why}"
@@ -290,6 +312,34 @@ async fn control_and_dataplane_speak_mutual_tls() {
         }
         procs.stop("control");
     }
+}
+
+/// A renewal (cert-manager writing a new certificate and CA into the mounted Secret) under
+/// the running dataplane: the control's open connection stays up, not one reconnect; within
+/// the reload interval new connections get the new certificate, so a client of the old CA is
+/// refused and one of the new CA answers.
+async fn renewal_keeps_the_connection_and_changes_who_gets_in(
+    dir: &Path,
+    url: &str,
+    api: std::net::SocketAddr,
+) {
+    let before = dataplane_status(api).unwrap();
+    install_dataplane_files(dir, "renewed");
+    let renewed = https(url, dir, "renewed", "renewed");
+    wait_for("the dataplane takes the renewed certificate", 30, || {
+        futures_block(answers(&renewed)).ok()
+    });
+    let old = answers(&https(url, dir, "ours", "ours")).await;
+    assert!(
+        old.is_err(),
+        "a client of the old CA still answered after the renewal"
+    );
+    let after = dataplane_status(api).unwrap();
+    assert_eq!(after["connected"], true, "{after}");
+    assert_eq!(
+        after["reconnects"], before["reconnects"],
+        "{before} -> {after}"
+    );
 }
 
 /// A directory removed when the test ends, passed or not.

@@ -1,0 +1,156 @@
+//! Mutual TLS on the gRPC listener, with certificates that change under a running dataplane.
+//!
+//! cert-manager renews a certificate into its Secret and the kubelet swaps the mounted files;
+//! restarting the dataplane to pick them up would cut every subscriber it forwards for. So the
+//! listener does the handshakes itself: each accepted connection takes the acceptor current at
+//! that moment, and the files are read again at most every [`RELOAD_EVERY`]; when they changed
+//! and parse, new connections get the new certificate and CA, open ones keep theirs. Files
+//! that do not parse (a half-written renewal) are reported and the old acceptor stays.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rustls::RootCertStore;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::server::TlsStream;
+
+/// How often, at most, the files are read again (on an accepted connection).
+pub const RELOAD_EVERY: Duration = Duration::from_secs(5);
+/// A handshake not done by then is dropped (a client that connects and says nothing).
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The three PEM files: certificate chain, its key, and the CA of the clients let in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub client_ca: PathBuf,
+}
+
+/// The files' bytes as last read, and the acceptor built from them.
+#[derive(Clone)]
+pub struct Loaded {
+    bytes: [Vec<u8>; 3],
+    acceptor: TlsAcceptor,
+}
+
+impl std::fmt::Debug for Loaded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Loaded(..)")
+    }
+}
+
+impl TlsFiles {
+    fn read(&self) -> Result<[Vec<u8>; 3], String> {
+        let read = |flag: &str, p: &PathBuf| {
+            std::fs::read(p).map_err(|e| format!("{flag} {}: {e}", p.display()))
+        };
+        Ok([
+            read("--grpc-tls-cert", &self.cert)?,
+            read("--grpc-tls-key", &self.key)?,
+            read("--grpc-tls-client-ca", &self.client_ca)?,
+        ])
+    }
+
+    /// Read and parse the files; the error names the flag whose file is at fault.
+    pub fn load(&self) -> Result<Loaded, String> {
+        let bytes = self.read()?;
+        let acceptor = acceptor(&bytes)?;
+        Ok(Loaded { bytes, acceptor })
+    }
+}
+
+fn acceptor([cert, key, ca]: &[Vec<u8>; 3]) -> Result<TlsAcceptor, String> {
+    let chain = CertificateDer::pem_slice_iter(cert)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("--grpc-tls-cert: {e}"))?;
+    if chain.is_empty() {
+        return Err("--grpc-tls-cert: no certificate in the file".into());
+    }
+    let key = PrivateKeyDer::from_pem_slice(key).map_err(|e| format!("--grpc-tls-key: {e}"))?;
+    let mut roots = RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(ca) {
+        let c = c.map_err(|e| format!("--grpc-tls-client-ca: {e}"))?;
+        roots
+            .add(c)
+            .map_err(|e| format!("--grpc-tls-client-ca: {e}"))?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .build()
+        .map_err(|e| format!("--grpc-tls-client-ca: {e}"))?;
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain, key)
+        .map_err(|e| format!("--grpc-tls-cert, --grpc-tls-key: {e}"))?;
+    // gRPC is HTTP/2; clients insist on negotiating it.
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+/// Accept on `listener` for as long as the receiver is held: every connection that completes
+/// its handshake goes out on the returned channel (for `serve_with_incoming_shutdown`).
+pub fn incoming(
+    listener: TcpListener,
+    files: TlsFiles,
+    first: Loaded,
+) -> mpsc::Receiver<std::io::Result<TlsStream<TcpStream>>> {
+    let (tx, rx) = mpsc::channel(64);
+    tokio::spawn(async move {
+        let mut current = first;
+        let mut checked = Instant::now();
+        loop {
+            let tcp = tokio::select! {
+                r = listener.accept() => r,
+                () = tx.closed() => return,
+            };
+            let (tcp, peer) = match tcp {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!("gRPC accept: {e}");
+                    continue;
+                }
+            };
+            if checked.elapsed() >= RELOAD_EVERY {
+                checked = Instant::now();
+                reload(&files, &mut current);
+            }
+            let (acceptor, tx) = (current.acceptor.clone(), tx.clone());
+            tokio::spawn(async move {
+                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                    Ok(Ok(s)) => {
+                        let _ = tx.send(Ok(s)).await;
+                    }
+                    Ok(Err(e)) => tracing::warn!(%peer, "gRPC TLS handshake refused: {e}"),
+                    Err(_) => tracing::warn!(%peer, "gRPC TLS handshake timed out"),
+                }
+            });
+        }
+    });
+    rx
+}
+
+/// Swap in the files' new contents when they changed and parse.
+fn reload(files: &TlsFiles, current: &mut Loaded) {
+    match files.read() {
+        Ok(bytes) if bytes == current.bytes => {}
+        Ok(bytes) => match acceptor(&bytes) {
+            Ok(acceptor) => {
+                *current = Loaded { bytes, acceptor };
+                tracing::info!("gRPC TLS certificate and CA reloaded");
+            }
+            Err(e) => {
+                tracing::warn!("gRPC TLS files changed but do not load ({e}); keeping the old ones")
+            }
+        },
+        Err(e) => tracing::warn!("gRPC TLS files unreadable ({e}); keeping the old ones"),
+    }
+}
