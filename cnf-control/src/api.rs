@@ -21,6 +21,7 @@
 //! HTTP/JSON rather than gRPC: operators and scripts reach it with curl, and a watch is a plain
 //! chunked response. `cnf-control/API.md` documents the fields clients rely on.
 
+pub mod auth;
 mod status;
 
 use std::net::Ipv4Addr;
@@ -372,6 +373,21 @@ async fn remove_subscriber(State(s): State<ApiState>, Path(mac): Path<String>) -
     }
 }
 
+/// The readiness probe's path: 200 once the engine task answers a query. Outside the token
+/// check (the kubelet holds no secret) and says nothing about sessions.
+pub const READY_PATH: &str = "/v1/ready";
+
+async fn ready(State(s): State<ApiState>) -> ApiResult {
+    ask(&s, |reply| ApiCmd::List {
+        after: 0,
+        limit: 1,
+        filter: Filter::default(),
+        reply,
+    })
+    .await?;
+    Ok(Json(json!({ "ready": true })).into_response())
+}
+
 pub fn router(state: ApiState) -> Router {
     Router::new()
         .route("/v1/sessions", get(list))
@@ -390,5 +406,10 @@ pub fn router(state: ApiState) -> Router {
             "/v1/subscribers/{mac}",
             axum::routing::delete(remove_subscriber),
         )
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_token,
+        ))
+        .route(READY_PATH, get(ready))
         .with_state(state)
 }

@@ -208,6 +208,10 @@ pub struct ConfigFile {
     #[serde(default)]
     pub store_sync_interval_ms: u64,
     pub api_listen: String,
+    /// A file holding the bearer token every admin API request must carry (all but
+    /// `/v1/ready`); without it the API asks for none.
+    #[serde(default)]
+    pub api_token_file: Option<PathBuf>,
     pub walled_garden: WalledGardenFile,
     #[serde(default)]
     pub pacing: Option<PacingFile>,
@@ -245,6 +249,8 @@ pub struct Config {
     pub store: PathBuf,
     pub store_sync: crate::store::sync::SyncPolicy,
     pub api_listen: SocketAddr,
+    /// The admin API's bearer token, when one is configured.
+    pub api_token: Option<String>,
     pub portal_url: String,
     /// (prefix, len, protocol, port)
     pub garden: Vec<(Ipv4Addr, u8, u8, u16)>,
@@ -404,6 +410,11 @@ impl ConfigFile {
             ));
             0
         });
+        let api_token = self.api_token_file.as_ref().and_then(|p| {
+            crate::api::auth::read_token(p)
+                .map_err(|e| problems.push(e))
+                .ok()
+        });
         let api_listen = self.api_listen.parse().unwrap_or_else(|_| {
             problems.push(format!("apiListen: {:?} is not host:port", self.api_listen));
             SocketAddr::from(([127, 0, 0, 1], 0))
@@ -493,6 +504,7 @@ impl ConfigFile {
                 }
             },
             api_listen,
+            api_token,
             portal_url: self.walled_garden.portal_url,
             garden,
         })

@@ -65,6 +65,13 @@ pub fn dataplane_connected(index: u32, connected: bool) {
     }
 }
 
+/// An admin API request refused for its bearer token.
+pub fn api_unauthorized() {
+    if let Some(m) = observe::metrics() {
+        m.add_api_unauthorized();
+    }
+}
+
 /// A reconcile with dataplane `index` found `diff`.
 pub fn reconciled(index: u32, diff: &Diff) {
     if let Some(m) = observe::metrics() {

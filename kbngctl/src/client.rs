@@ -1,7 +1,8 @@
 //! A small HTTP/1.1 client for kbng-control's operator API (`cnf-control/API.md`), on the hyper
 //! already in the tree: one connection per request, JSON in and out, and a streaming body for
 //! the watch. Plain HTTP only: the API listens on loopback or the pod network, where the
-//! cluster's network policy, not TLS, is the boundary.
+//! cluster's network policy, not TLS, is the boundary; a control started with `apiTokenFile`
+//! (as the operator starts it) also wants its bearer token (`--token-file`).
 //!
 //! Every error names the URL, and for an answer the HTTP status and the server's own message.
 
@@ -27,6 +28,10 @@ pub struct ServerArgs {
     /// kbng-control's API: `http://host:port` or `host:port`.
     #[arg(long, env = "KBNG_SERVER", default_value = DEFAULT_SERVER, global = true)]
     pub server: String,
+    /// A file holding the API's bearer token (in a cluster, the `token` of the BNG's
+    /// `<bng>-control-api` Secret).
+    #[arg(long, env = "KBNG_TOKEN_FILE", global = true)]
+    pub token_file: Option<std::path::PathBuf>,
 }
 
 /// Table for people, JSON for scripts.
@@ -42,6 +47,8 @@ pub struct Client {
     base: String,
     /// `host:port` to dial.
     authority: String,
+    /// Sent as `Authorization: Bearer`, when given.
+    token: Option<String>,
 }
 
 impl Client {
@@ -57,9 +64,22 @@ impl Client {
                 args.server
             );
         }
+        let token = match &args.token_file {
+            Some(p) => {
+                let t = std::fs::read_to_string(p)
+                    .with_context(|| format!("--token-file {}", p.display()))?;
+                let t = t.trim_end_matches(['\n', '\r']).to_string();
+                if t.is_empty() {
+                    bail!("--token-file {}: the file is empty", p.display());
+                }
+                Some(t)
+            }
+            None => None,
+        };
         Ok(Client {
             base: format!("http://{authority}"),
             authority: authority.to_string(),
+            token,
         })
     }
 
@@ -98,6 +118,9 @@ impl Client {
             .method(method.clone())
             .uri(path)
             .header(hyper::header::HOST, &self.authority);
+        if let Some(t) = &self.token {
+            req = req.header(hyper::header::AUTHORIZATION, format!("Bearer {t}"));
+        }
         let payload = match body {
             Some((content_type, bytes)) => {
                 req = req.header(hyper::header::CONTENT_TYPE, content_type);
@@ -215,7 +238,10 @@ mod tests {
     use super::*;
 
     fn args(s: &str) -> ServerArgs {
-        ServerArgs { server: s.into() }
+        ServerArgs {
+            server: s.into(),
+            token_file: None,
+        }
     }
 
     #[test]

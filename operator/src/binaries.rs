@@ -63,8 +63,13 @@ pub mod control {
     /// The control pod's HTTP API (`/v1/status`, `/v1/sessions/drain`, ...).
     pub const ADMIN_PORT: i32 = 8080;
     /// A cheap request that goes through the control's engine task: a readiness probe that
-    /// passes only when the engine answers, without the session walk `/v1/status` does.
-    pub const READY_PATH: &str = "/v1/sessions?limit=1";
+    /// passes only when the engine answers, without the session walk `/v1/status` does, and
+    /// without the API's bearer token (the kubelet holds no secret).
+    pub const READY_PATH: &str = "/v1/ready";
+    /// Where the admin API's bearer token (the operator's `<bng>-control-api` Secret) is
+    /// mounted; every other API request must carry it.
+    pub const API_TOKEN_DIR: &str = "/etc/kbng-api";
+    pub const API_TOKEN_KEY: &str = "token";
 
     pub fn command() -> Vec<String> {
         vec![BINARY.to_string()]
@@ -84,6 +89,15 @@ pub mod control {
 
     pub fn store_path() -> String {
         format!("{STORE_DIR}/{STORE_FILE}")
+    }
+
+    pub fn api_token_path() -> String {
+        format!("{API_TOKEN_DIR}/{API_TOKEN_KEY}")
+    }
+
+    /// The Secret holding a BNG's admin API token.
+    pub fn api_token_secret(bng: &str) -> String {
+        format!("{bng}-control-api")
     }
 
     /// Everything else (store, API address, dataplanes) is in the configuration file.

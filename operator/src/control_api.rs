@@ -37,15 +37,17 @@ pub enum ControlApiError {
     Json { url: String, why: String },
 }
 
-/// `GET` or `POST` (empty body) `base` + `path`; the JSON body of a 2xx answer.
+/// `GET` or `POST` (empty body) `base` + `path`, with the control's bearer `token` when it
+/// has one; the JSON body of a 2xx answer.
 pub async fn call(
     method: hyper::Method,
     base: &str,
     path: &str,
+    token: Option<&str>,
     timeout: Duration,
 ) -> Result<Value, ControlApiError> {
     let url = format!("{}{path}", base.trim_end_matches('/'));
-    match tokio::time::timeout(timeout, call_inner(method, base, path, &url)).await {
+    match tokio::time::timeout(timeout, call_inner(method, base, path, token, &url)).await {
         Ok(r) => r,
         Err(_) => Err(ControlApiError::Timeout { url, timeout }),
     }
@@ -55,6 +57,7 @@ async fn call_inner(
     method: hyper::Method,
     base: &str,
     path: &str,
+    token: Option<&str>,
     url: &str,
 ) -> Result<Value, ControlApiError> {
     let authority = base
@@ -74,11 +77,15 @@ async fn call_inner(
         .map_err(|e| io(format!("handshake: {e}")))?;
     // The connection task ends with the request; its error, if any, shows in the response.
     let driver = tokio::spawn(conn);
-    let request = hyper::Request::builder()
+    let mut request = hyper::Request::builder()
         .method(method)
         .uri(path)
         .header(hyper::header::HOST, authority)
-        .header(hyper::header::ACCEPT, "application/json")
+        .header(hyper::header::ACCEPT, "application/json");
+    if let Some(t) = token {
+        request = request.header(hyper::header::AUTHORIZATION, format!("Bearer {t}"));
+    }
+    let request = request
         .body(Empty::<Bytes>::new())
         .map_err(|e| io(format!("request: {e}")))?;
     let response = sender
@@ -390,7 +397,17 @@ mod tests {
         let app = axum::Router::new()
             .route(
                 "/v1/status",
-                get(|| async { r#"{"sessions": {"total": 1, "active": 1, "captive": 0}}"# }),
+                get(|h: axum::http::HeaderMap| async move {
+                    let authorised = h.get("authorization").is_some_and(|v| v == "Bearer t0k");
+                    if authorised {
+                        (
+                            axum::http::StatusCode::OK,
+                            r#"{"sessions": {"total": 1, "active": 1, "captive": 0}}"#,
+                        )
+                    } else {
+                        (axum::http::StatusCode::UNAUTHORIZED, "token")
+                    }
+                }),
             )
             .route(
                 "/v1/sessions/drain",
@@ -408,20 +425,40 @@ mod tests {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", l.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(l, app).await });
-        let v = call(hyper::Method::GET, &base, "/v1/status", REQUEST_TIMEOUT)
-            .await
-            .unwrap();
+        let v = call(
+            hyper::Method::GET,
+            &base,
+            "/v1/status",
+            Some("t0k"),
+            REQUEST_TIMEOUT,
+        )
+        .await
+        .unwrap();
         assert_eq!(parse_status(&v).sessions.map(|t| t.total), Some(1));
+        let e = call(
+            hyper::Method::GET,
+            &base,
+            "/v1/status",
+            None,
+            REQUEST_TIMEOUT,
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(e, ControlApiError::Status { status: 401, .. }),
+            "{e}"
+        );
         let v = call(
             hyper::Method::POST,
             &base,
             "/v1/sessions/drain",
+            None,
             REQUEST_TIMEOUT,
         )
         .await
         .unwrap();
         assert_eq!(v["remaining"], 0);
-        let e = call(hyper::Method::GET, &base, "/broken", REQUEST_TIMEOUT)
+        let e = call(hyper::Method::GET, &base, "/broken", None, REQUEST_TIMEOUT)
             .await
             .unwrap_err();
         assert!(
@@ -437,6 +474,7 @@ mod tests {
             hyper::Method::GET,
             &format!("http://127.0.0.1:{port}"),
             "/v1/status",
+            None,
             REQUEST_TIMEOUT,
         )
         .await
@@ -454,13 +492,14 @@ mod tests {
             hyper::Method::GET,
             &base,
             "/v1/status",
+            None,
             Duration::from_millis(300),
         )
         .await
         .unwrap_err();
         assert!(matches!(e, ControlApiError::Timeout { .. }), "{e}");
         assert!(t.elapsed() < Duration::from_secs(2));
-        let e = call(hyper::Method::GET, "tcp://x", "/", REQUEST_TIMEOUT)
+        let e = call(hyper::Method::GET, "tcp://x", "/", None, REQUEST_TIMEOUT)
             .await
             .unwrap_err();
         assert!(matches!(e, ControlApiError::BadUrl(_)), "{e}");

@@ -94,6 +94,7 @@ async fn metrics_endpoint_serves_valid_prometheus_text() {
     control.add_events("ACK sent", 2);
     control.add_events("pool exhausted", 1);
     control.add_store_errors(1);
+    control.add_api_unauthorized();
     control.set_dataplane_connected(0, true);
     control.set_dataplane_connected(1, false);
     control.add_reconciled(0, 2, 1, 0);
@@ -128,6 +129,7 @@ async fn metrics_endpoint_serves_valid_prometheus_text() {
         r#"kbng_control_events_total{event="ACK sent"} 6"#,
         r#"kbng_control_events_total{event="pool exhausted"} 1"#,
         "kbng_store_commit_errors_total 1",
+        "kbng_control_api_unauthorized_total 1",
         r#"kbng_control_dataplane_connected{dataplane="0"} 1"#,
         r#"kbng_control_dataplane_connected{dataplane="1"} 0"#,
         r#"kbng_control_reconcile_sessions_total{dataplane="0",kind="leak"} 2"#,

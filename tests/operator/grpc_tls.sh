@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # A BNG's dataplane.grpcTls Secret reaches both real binaries as the operator wires it.
-# Sourced by run.sh (its helpers: config_map_files, container_args, run_in_pod_fs).
+# Sourced by run.sh (its helpers: config_map_files, container_args, run_in_pod_fs,
+# api_token_dir).
 
 # tls_files DIR DNS: a CA (ca.crt) and a certificate it signs for DNS, for server and client
 # authentication (tls.crt, tls.key), as cert-manager would write them into the Secret.
@@ -34,7 +35,7 @@ t_grpc_tls_secret_reaches_both_real_binaries() {
   config_map_files tls-control "$WORK/check/tls" || return 1
   mapfile -d '' args < <(container_args tls-control)
   args[0]=$RELEASE_BIN/${args[0]}
-  out=$(run_in_pod_fs "$WORK/check/tls:/etc/kbng" "$tls:/etc/kbng-grpc-tls" -- "${args[@]}" --check-config 2>&1)
+  out=$(run_in_pod_fs "$WORK/check/tls:/etc/kbng" "$tls:/etc/kbng-grpc-tls" "$(api_token_dir)" -- "${args[@]}" --check-config 2>&1)
   expect_match "$out" "configuration valid: 1 dataplane\\(s\\) \\[\"https://tls-dataplane-0\\.tls-dataplane\\.$NS\\.svc:50051\"\\]" \
     "kbng-control takes dataplaneTls and https://" || rc=1
   # The dataplane serves mutual TLS with them.

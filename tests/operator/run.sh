@@ -317,7 +317,7 @@ t_licence_plans_and_bng_produce_the_workloads() {
   expect_eq "$(k get role lab-control -o json | jq -c '[.rules[] | select((.resources | index("pods")) and (.verbs | index("patch")))]')" \
     '[]' "control may patch no pod (the drain goes through its API)" || rc=1
   expect_eq "$(jq -c '.spec.template.spec.containers[0] | [.readinessProbe.httpGet.path, .livenessProbe.tcpSocket.port]' <<<"$sts")" \
-    '["/v1/sessions?limit=1",8080]' "control probes" || rc=1
+    '["/v1/ready",8080]' "control probes" || rc=1
   eventually 20 jq_true k get cm lab-control -o json -- \
     '(.data["control.json"] | fromjson | .plans | map(.name)) == ["basic-50m", "premium-1g"]' || rc=1
   # The control gets the signed Licence and the operator's public key, and verifies it itself.
@@ -504,8 +504,8 @@ t_deleting_the_bng_drains_and_cleans_up() {
   local rc=0 left
   k delete bng lab --wait=false || return 1
   eventually 60 bash -c "! kubectl -n $NS get bng lab" || rc=1
-  eventually 60 bash -c "[[ -z \$(kubectl -n $NS get sts,deploy,rs,pods,cm,svc,sa,role,rolebinding,networkpolicy -l kbng.dev/bng=lab -o name) ]]" || rc=1
-  left=$(k get sts,deploy,rs,pods,cm,svc,sa,role,rolebinding,networkpolicy -l kbng.dev/bng=lab -o name)
+  eventually 60 bash -c "[[ -z \$(kubectl -n $NS get sts,deploy,rs,pods,cm,svc,sa,role,rolebinding,networkpolicy,secret -l kbng.dev/bng=lab -o name) ]]" || rc=1
+  left=$(k get sts,deploy,rs,pods,cm,svc,sa,role,rolebinding,networkpolicy,secret -l kbng.dev/bng=lab -o name)
   expect_eq "$left" "" "objects left of BNG lab" || rc=1
   expect_eq "$(k get events.events.k8s.io -o json | jq -c '[.items[] | select(.regarding.name == "lab" and (.reason | test("^Drain"))) | .reason] | unique')" \
     '["DrainTimedOut","Draining"]' "drain events (no control process runs on kwok: its API never answers)" || rc=1
@@ -582,7 +582,15 @@ control_check_config() {
   config_map_files "$1-control" "$WORK/check/$1" || return 1
   mapfile -d '' args < <(container_args "$1-control")
   args[0]=$RELEASE_BIN/${args[0]}
-  run_in_pod_fs "$WORK/check/$1:/etc/kbng" -- "${args[@]}" --check-config 2>&1
+  run_in_pod_fs "$WORK/check/$1:/etc/kbng" "$(api_token_dir)" -- "${args[@]}" --check-config 2>&1
+}
+
+# api_token_dir: a directory holding an API token, for a control's --check-config (the pod
+# has the operator's Secret mounted there).
+api_token_dir() {
+  [[ -s $WORK/check/api-token/token ]] ||
+    { mkdir -p "$WORK/check/api-token" && echo e2e-token >"$WORK/check/api-token/token"; }
+  echo "$WORK/check/api-token:/etc/kbng-api"
 }
 
 # run_in_pod_fs DIR:MOUNT_PATH... -- CMD...: CMD with each DIR mounted at its MOUNT_PATH (as
@@ -636,7 +644,7 @@ t_real_binaries_accept_the_generated_workloads() {
     mapfile -d '' args < <(container_args "$b-control")
     args[0]=$RELEASE_BIN/${args[0]}
     echo "+ ${args[*]} --check-config"
-    if out=$(run_in_pod_fs "$WORK/check/$b:$mp" "$WORK/check/radius-secret:/etc/kbng-radius" -- \
+    if out=$(run_in_pod_fs "$WORK/check/$b:$mp" "$WORK/check/radius-secret:/etc/kbng-radius" "$(api_token_dir)" -- \
                "${args[@]}" --check-config 2>&1); then
       echo "$out"
       [[ $b == radius2 ]] && radius_out=$out
@@ -667,7 +675,7 @@ t_real_binaries_accept_the_generated_workloads() {
   mv "$WORK/check/real/bad.json" "$WORK/check/real/control.json"
   mapfile -d '' args < <(container_args real-control)
   args[0]=$RELEASE_BIN/${args[0]}
-  if out=$(run_in_pod_fs "$WORK/check/real:$mp" -- "${args[@]}" --check-config 2>&1); then
+  if out=$(run_in_pod_fs "$WORK/check/real:$mp" "$(api_token_dir)" -- "${args[@]}" --check-config 2>&1); then
     echo "ACCEPTED an unknown field: $out"; rc=1
   else
     expect_match "$out" surprise "refusal names the unknown field" || rc=1
@@ -736,27 +744,40 @@ t_real_control_reports_to_status_and_drains() {
   # The ConfigMap the operator wrote, as generated; only what is pod-local is pointed at this
   # host: the cap file's path, the store, the API address, the dataplane's socket.
   config_map_files real-control "$WORK/real-cm" || return 1
-  jq --arg dir "$WORK/real-cm" '.licence.file = "\($dir)/licence.json" | .licence.publicKeyFile = "\($dir)/licence-public.key"' \
+  # The API token the operator made for this BNG: the control reads it as the pod would, and
+  # the operator presents it on every call.
+  k get secret real-control-api -o jsonpath='{.data.token}' | base64 -d >"$WORK/real-token" || return 1
+  expect_match "$(cat "$WORK/real-token")" '^[0-9a-f]{64}$' "the operator's API token: 32 random bytes" || rc=1
+  local auth=(-H "Authorization: Bearer $(cat "$WORK/real-token")")
+  jq --arg dir "$WORK/real-cm" --arg token "$WORK/real-token" \
+    '.licence.file = "\($dir)/licence.json" | .licence.publicKeyFile = "\($dir)/licence-public.key" | .apiTokenFile = $token' \
     "$WORK/real-cm/control.json" >"$WORK/real-control.json"
   "$RELEASE_BIN/kbng-control" --config "$WORK/real-control.json" --store "$WORK/real.redb" \
     --api-listen "$api" --dataplane "unix:$sock" >"$WORK/real-control.log" 2>&1 &
   REAL_PIDS+=($!)
-  eventually 30 bash -c "curl -sf http://$api/v1/dataplanes | grep -q '\"connected\":true'" || {
+  eventually 30 bash -c "curl -sf ${auth[*]@Q} http://$api/v1/dataplanes | grep -q '\"connected\":true'" || {
     tail -5 "$WORK/real-dataplane.log" "$WORK/real-control.log"; return 1; }
+  # Without the token the API answers 401, except the readiness probe's path; kbngctl
+  # presents it from --token-file.
+  expect_eq "$(curl -s -o /dev/null -w '%{http_code}' "http://$api/v1/status")" 401 "the API without the token" || rc=1
+  expect_eq "$(curl -s -o /dev/null -w '%{http_code}' "http://$api/v1/ready")" 200 "the readiness path without it" || rc=1
+  "$BIN/kbngctl" --server "http://$api" --token-file "$WORK/real-token" status >/dev/null ||
+    { echo "kbngctl with the token failed"; rc=1; }
+  expect_match "$("$BIN/kbngctl" --server "http://$api" status 2>&1)" '401' "kbngctl without the token is told 401" || rc=1
   # c1 a known subscriber on basic-50m, c2 unknown (captive).
-  curl -sf -X POST --data-binary $'mac,circuit_id,remote_id,plan\n02:00:00:00:0e:01,,,basic-50m\n' \
+  curl -sf "${auth[@]}" -X POST --data-binary $'mac,circuit_id,remote_id,plan\n02:00:00:00:0e:01,,,basic-50m\n' \
     "http://$api/v1/subscribers?format=csv" || rc=1
   local c
   for c in c1 c2; do
     inns "$c" timeout 30 udhcpc -i e0 -n -q -f -s /bin/true >>"$WORK/real-clients.log" 2>&1 ||
       { echo "no lease for $c"; tail -5 "$WORK/real-clients.log"; rc=1; }
   done
-  curl -s "http://$api/v1/status" | jq -c '{sessions, sessionsByPlan}'
+  curl -s "${auth[@]}" "http://$api/v1/status" | jq -c '{sessions, sessionsByPlan}'
   eventually 60 jq_true k get bng real -o json -- \
     '.status.sessions == {"active": 1, "captive": 1, "total": 2, "cap": 1000}' || rc=1
   # Pool use as the control reports it: both leases in the sample's pool.
   eventually 30 jq_true k get bng real -o json -- '.status.pools[0].inUse == 2' || rc=1
-  expect_eq "$(k get bng real -o json | jq -cS .status.pools)" "$(curl -s "http://$api/v1/status" | jq -cS .pools)" \
+  expect_eq "$(k get bng real -o json | jq -cS .status.pools)" "$(curl -s "${auth[@]}" "http://$api/v1/status" | jq -cS .pools)" \
     "pools in BNG status == the control's" || rc=1
   s=$(k get bng real -o json | jq -c '.status.dataplanes[0] | {pod, connected, cores, pciAddresses, node: (.node != null)}')
   expect_eq "$s" '{"pod":"real-dataplane-0","connected":true,"cores":[0,1],"pciAddresses":["vdev:net_af_packet0","vdev:net_af_packet1"],"node":true}' \
@@ -774,7 +795,7 @@ t_real_control_reports_to_status_and_drains() {
   eventually 30 bash -c "! kubectl -n $NS get bng real" || rc=1
   expect_eq "$(k get events.events.k8s.io -o json | jq -c '[.items[] | select(.regarding.name == "real" and (.reason | test("^Drain"))) | .reason] | unique')" \
     '["Drained","Draining"]' "drain events" || rc=1
-  expect_eq "$(curl -s "http://$api/v1/status" | jq -cS .sessions)" '{"active":0,"captive":0,"total":0}' \
+  expect_eq "$(curl -s "${auth[@]}" "http://$api/v1/status" | jq -cS .sessions)" '{"active":0,"captive":0,"total":0}' \
     "sessions left in the control" || rc=1
   eventually 30 jq_true k get subscriberplan basic-50m -o json -- '.status.sessions == 0' || rc=1
   return $rc

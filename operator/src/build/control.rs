@@ -30,6 +30,7 @@ pub const COMPONENT: &str = "control";
 const STORE_VOLUME: &str = "session-store";
 const CONFIG_VOLUME: &str = "config";
 const RADIUS_VOLUME: &str = "radius-secret";
+const API_TOKEN_VOLUME: &str = "api-token";
 /// On the control pod template: the hash of its configuration file. `kbng-control` reads the
 /// file at start, so a changed file must roll the pod; the session cap is a separate key it
 /// re-reads, so a licence change does not restart anything.
@@ -319,6 +320,15 @@ pub(crate) fn stateful_set(
     }
     let has_tls = grpc_tls.is_some();
     volumes.extend(grpc_tls);
+    volumes.push(Volume {
+        name: API_TOKEN_VOLUME.into(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(control::api_token_secret(&base.bng)),
+            default_mode: Some(0o440),
+            ..SecretVolumeSource::default()
+        }),
+        ..Volume::default()
+    });
     let claims = match &config.session_store {
         SessionStore::EmptyDir => {
             volumes.push(Volume {
@@ -384,6 +394,12 @@ pub(crate) fn stateful_set(
                 VolumeMount {
                     name: STORE_VOLUME.into(),
                     mount_path: control::STORE_DIR.into(),
+                    ..VolumeMount::default()
+                },
+                VolumeMount {
+                    name: API_TOKEN_VOLUME.into(),
+                    mount_path: control::API_TOKEN_DIR.into(),
+                    read_only: Some(true),
                     ..VolumeMount::default()
                 },
             ]

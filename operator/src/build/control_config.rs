@@ -148,6 +148,7 @@ pub struct ControlConfig<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub store_sync_interval_ms: Option<u32>,
     pub api_listen: String,
+    pub api_token_file: String,
     pub walled_garden: WalledGardenFile,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pacing: Option<PacingFile>,
@@ -226,6 +227,7 @@ pub(crate) fn render<'a>(base: &Base, inputs: &'a Inputs<'a>) -> ControlConfig<'
         store: control::store_path(),
         store_sync_interval_ms: spec.dhcp.lease_sync_interval_ms,
         api_listen: format!("0.0.0.0:{}", control::ADMIN_PORT),
+        api_token_file: control::api_token_path(),
         walled_garden: WalledGardenFile {
             portal_url: spec.walled_garden.portal_url.clone(),
             allowed: spec

@@ -165,6 +165,7 @@ fn control_config_is_kbng_controls_format() {
         keys,
         [
             "apiListen",
+            "apiTokenFile",
             "dataplanes",
             "defaultPlan",
             "licence",
@@ -882,5 +883,45 @@ fn grpc_tls_secret_reaches_both_ends() {
         v["dataplaneTls"],
         serde_json::json!({"caFile": "/etc/kbng-grpc-tls/ca.crt",
             "certFile": "/etc/kbng-grpc-tls/tls.crt", "keyFile": "/etc/kbng-grpc-tls/tls.key"})
+    );
+}
+
+/// The control reads its API token from the operator's Secret, mounted read-only; its
+/// readiness probe asks the one path that needs no token.
+#[test]
+fn control_api_token_is_mounted_and_the_probe_needs_none() {
+    let o = owned(&sample_bng(), &WorkloadConfig::default());
+    let pod = o.control.spec.unwrap().template.spec.unwrap();
+    let secret = pod
+        .volumes
+        .unwrap()
+        .into_iter()
+        .find(|v| v.name == "api-token")
+        .and_then(|v| v.secret)
+        .and_then(|s| s.secret_name);
+    assert_eq!(secret.as_deref(), Some("lab-control-api"));
+    let c = &pod.containers[0];
+    let mount = c
+        .volume_mounts
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|m| m.name == "api-token")
+        .unwrap();
+    assert_eq!(
+        (mount.mount_path.as_str(), mount.read_only),
+        ("/etc/kbng-api", Some(true))
+    );
+    let probe = c
+        .readiness_probe
+        .as_ref()
+        .unwrap()
+        .http_get
+        .as_ref()
+        .unwrap();
+    assert_eq!(probe.path.as_deref(), Some("/v1/ready"));
+    assert_eq!(
+        control_json(&sample_bng())["apiTokenFile"],
+        "/etc/kbng-api/token"
     );
 }

@@ -364,6 +364,7 @@ async fn converge(bng: &Bng, ns: &str, ctx: &Context) -> Result<Action, Reconcil
     let sts: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), ns);
     let existing = sts.get_opt(&control_name(&name)).await?;
     build::control::keep_claim_templates(&mut owned.control, existing.as_ref());
+    super::api_token::ensure(&ctx.client, ns, bng).await?;
     let refused = apply_all(&ctx.client, ns, &owned).await?;
     let capacity = bng.spec.dataplane.session_capacity;
     let store = match &ctx.workload.session_store {
@@ -514,10 +515,12 @@ async fn write_status(
 /// Reads the control pod's `/v1/status`; the error says what went wrong, for a condition.
 async fn control_report(ctx: &Context, ns: &str, bng: &str) -> Result<ControlReport, String> {
     let url = ctx.control_urls.url(ns, bng);
+    let token = super::api_token::read(&ctx.client, ns, bng).await;
     control_api::call(
         hyper::Method::GET,
         &url,
         "/v1/status",
+        token.as_deref(),
         control_api::REQUEST_TIMEOUT,
     )
     .await
@@ -588,9 +591,11 @@ async fn drain(bng: &Bng, ns: &str, ctx: &Context) -> Result<Action, ReconcileEr
     // Asked again on every step: idempotent, and it also ends a session that was being set
     // up while the previous request ran.
     let t = control_api::REQUEST_TIMEOUT;
-    let asked = control_api::call(hyper::Method::POST, &url, "/v1/sessions/drain", t).await;
+    let token = super::api_token::read(&ctx.client, ns, &bng.name_any()).await;
+    let token = token.as_deref();
+    let asked = control_api::call(hyper::Method::POST, &url, "/v1/sessions/drain", token, t).await;
     let left = match asked {
-        Ok(_) => control_api::call(hyper::Method::GET, &url, "/v1/status", t)
+        Ok(_) => control_api::call(hyper::Method::GET, &url, "/v1/status", token, t)
             .await
             .map(|v| control_api::parse_status(&v).sessions),
         Err(e) => Err(e),

@@ -20,6 +20,7 @@ use crate::config::WorkloadConfig;
 use crate::control_api::ControlUrls;
 use crate::health::Health;
 
+pub mod api_token;
 pub mod bng;
 pub mod licence;
 pub mod plan;

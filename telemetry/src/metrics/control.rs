@@ -48,6 +48,7 @@ pub struct ControlMetrics {
     pools: PlanLabels,
     events: Counter<u64>,
     store_errors: Counter<u64>,
+    api_unauthorized: Counter<u64>,
     dp_connected: Gauge<u64>,
     reconciled: Counter<u64>,
 }
@@ -113,6 +114,11 @@ impl ControlMetrics {
                 .u64_counter("kbng.store.commit.errors")
                 .with_unit("{commit}")
                 .with_description("Session-store commits that failed (their leases are not durable).")
+                .build(),
+            api_unauthorized: meter
+                .u64_counter("kbng.control.api.unauthorized")
+                .with_unit("{request}")
+                .with_description("Admin API requests refused for a missing or wrong bearer token.")
                 .build(),
             dp_connected: meter
                 .u64_gauge("kbng.control.dataplane.connected")
@@ -184,6 +190,11 @@ impl ControlMetrics {
     /// `n` more failed session-store commits.
     pub fn add_store_errors(&self, n: u64) {
         self.store_errors.add(n, &[]);
+    }
+
+    /// One more admin API request refused for its token.
+    pub fn add_api_unauthorized(&self) {
+        self.api_unauthorized.add(1, &[]);
     }
 
     /// Whether dataplane `index` (its place in the control's configuration) is connected.

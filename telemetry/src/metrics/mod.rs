@@ -20,6 +20,7 @@
 //! | `kbng.pool.addresses.usage` | `kbng_pool_addresses_usage` | `pool` |
 //! | `kbng.control.events` | `kbng_control_events_total` | `event` |
 //! | `kbng.store.commit.errors` | `kbng_store_commit_errors_total` | - |
+//! | `kbng.control.api.unauthorized` | `kbng_control_api_unauthorized_total` | - |
 //! | `kbng.control.dataplane.connected` | `kbng_control_dataplane_connected` | `dataplane` |
 //! | `kbng.control.reconcile.sessions` | `kbng_control_reconcile_sessions_total` | `dataplane`, `kind` |
 //! | `kbng.dataplane.packets` | `kbng_dataplane_packets_total` | `worker`, `direction` |
