@@ -799,31 +799,36 @@ fn network_policies_admit_only_the_peers_that_need_each_port() {
     );
 }
 
+/// Volume `name` of `pod`: where its first container mounts it (read-only or not), and the
+/// Secret it holds.
+fn secret_volume(
+    pod: &k8s_openapi::api::core::v1::PodSpec,
+    name: &str,
+) -> (Option<(String, Option<bool>)>, Option<String>) {
+    let mount = pod.containers[0]
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|m| m.name == name)
+        .map(|m| (m.mount_path.clone(), m.read_only));
+    let secret = pod
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == name)
+        .and_then(|v| v.secret.as_ref())
+        .and_then(|s| s.secret_name.clone());
+    (mount, secret)
+}
+
 /// `dataplane.grpcTls` mounts its Secret in both pods, gives the dataplane its three TLS
 /// flags and the control `dataplaneTls` with `https://` addresses; without it, none of that.
 #[test]
 fn grpc_tls_secret_reaches_both_ends() {
     let mut bng = sample_bng();
     let mounts = |o: &Owned| {
-        let pods =
-            [&o.control, &o.dataplane].map(|s| s.spec.clone().unwrap().template.spec.unwrap());
-        pods.map(|p| {
-            let mount = p.containers[0]
-                .volume_mounts
-                .clone()
-                .unwrap()
-                .into_iter()
-                .find(|m| m.name == "grpc-tls")
-                .map(|m| (m.mount_path, m.read_only));
-            let secret = p
-                .volumes
-                .unwrap()
-                .into_iter()
-                .find(|v| v.name == "grpc-tls")
-                .and_then(|v| v.secret)
-                .and_then(|s| s.secret_name);
-            (mount, secret)
-        })
+        [&o.control, &o.dataplane]
+            .map(|s| secret_volume(&s.spec.clone().unwrap().template.spec.unwrap(), "grpc-tls"))
     };
     let tls_args = |o: &Owned| {
         let args = o
@@ -892,26 +897,14 @@ fn grpc_tls_secret_reaches_both_ends() {
 fn control_api_token_is_mounted_and_the_probe_needs_none() {
     let o = owned(&sample_bng(), &WorkloadConfig::default());
     let pod = o.control.spec.unwrap().template.spec.unwrap();
-    let secret = pod
-        .volumes
-        .unwrap()
-        .into_iter()
-        .find(|v| v.name == "api-token")
-        .and_then(|v| v.secret)
-        .and_then(|s| s.secret_name);
-    assert_eq!(secret.as_deref(), Some("lab-control-api"));
-    let c = &pod.containers[0];
-    let mount = c
-        .volume_mounts
-        .as_ref()
-        .unwrap()
-        .iter()
-        .find(|m| m.name == "api-token")
-        .unwrap();
     assert_eq!(
-        (mount.mount_path.as_str(), mount.read_only),
-        ("/etc/kbng-api", Some(true))
+        secret_volume(&pod, "api-token"),
+        (
+            Some(("/etc/kbng-api".to_string(), Some(true))),
+            Some("lab-control-api".to_string())
+        )
     );
+    let c = &pod.containers[0];
     let probe = c
         .readiness_probe
         .as_ref()
