@@ -21,7 +21,8 @@ pub struct DataplaneTlsFile {
 
 impl DataplaneTlsFile {
     /// The client TLS settings from the files as they are now; the error names the field
-    /// whose file is at fault.
+    /// whose file could not be read. The PEM is parsed where it is used (`Endpoint::
+    /// tls_config`), at each connection, and once by [`Self::validate`] at start.
     pub fn client_config(&self) -> Result<ClientTlsConfig, String> {
         let read = |field: &str, p: &PathBuf| {
             std::fs::read(p).map_err(|e| format!("dataplaneTls.{field}: {}: {e}", p.display()))
@@ -29,19 +30,20 @@ impl DataplaneTlsFile {
         let ca = read("caFile", &self.ca_file)?;
         let cert = read("certFile", &self.cert_file)?;
         let key = read("keyFile", &self.key_file)?;
-        let tls = ClientTlsConfig::new()
+        Ok(ClientTlsConfig::new()
             .ca_certificate(Certificate::from_pem(ca))
-            .identity(Identity::from_pem(cert, key));
-        // The PEM is parsed here, not at the first connection.
-        Endpoint::from_static("https://dataplane.invalid")
-            .tls_config(tls.clone())
-            .map_err(|e| format!("dataplaneTls: {}", crate::dataplane::error_chain(&e)))?;
-        Ok(tls)
+            .identity(Identity::from_pem(cert, key)))
     }
 
-    /// Checked at start (and by `--check-config`), so a bad file stops the control, named.
+    /// Checked at start (and by `--check-config`): the files read and parsed, so a bad one
+    /// stops the control, named, rather than failing every connection.
     pub fn validate(&self, problems: &mut Vec<String>) -> bool {
-        self.client_config().map_err(|e| problems.push(e)).is_ok()
+        let parsed = self.client_config().and_then(|tls| {
+            Endpoint::from_static("https://dataplane.invalid")
+                .tls_config(tls)
+                .map_err(|e| format!("dataplaneTls: {}", crate::dataplane::error_chain(&e)))
+        });
+        parsed.map_err(|e| problems.push(e)).is_ok()
     }
 }
 
