@@ -21,12 +21,12 @@ fn random_token() -> std::io::Result<String> {
     Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
-/// The token of `bng`'s control API, making its Secret when it does not exist yet.
-pub async fn ensure(client: &Client, ns: &str, bng: &Bng) -> Result<(), kube::Error> {
+/// The token of `bng`'s control API, making its Secret first when it does not exist yet.
+pub async fn ensure(client: &Client, ns: &str, bng: &Bng) -> Result<Option<String>, kube::Error> {
     let api: Api<Secret> = Api::namespaced(client.clone(), ns);
     let name = api_token_secret(&bng.name_any());
-    if api.get_opt(&name).await?.is_some() {
-        return Ok(());
+    if let Some(existing) = api.get_opt(&name).await? {
+        return Ok(token_of(existing));
     }
     let token = random_token().map_err(|e| kube::Error::Service(Box::new(e)))?;
     let secret = Secret {
@@ -46,13 +46,19 @@ pub async fn ensure(client: &Client, ns: &str, bng: &Bng) -> Result<(), kube::Er
             owner_references: bng.controller_owner_ref(&()).map(|o| vec![o]),
             ..Default::default()
         },
-        data: Some([(API_TOKEN_KEY.to_string(), ByteString(token.into_bytes()))].into()),
+        data: Some(
+            [(
+                API_TOKEN_KEY.to_string(),
+                ByteString(token.clone().into_bytes()),
+            )]
+            .into(),
+        ),
         ..Secret::default()
     };
     match api.create(&PostParams::default(), &secret).await {
-        Ok(_) => Ok(()),
+        Ok(_) => Ok(Some(token)),
         // Made meanwhile (another replica before it lost the lease): keep that one.
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(read(client, ns, &bng.name_any()).await),
         Err(e) => Err(e),
     }
 }
@@ -60,7 +66,9 @@ pub async fn ensure(client: &Client, ns: &str, bng: &Bng) -> Result<(), kube::Er
 /// The token the operator presents to `bng`'s control, if its Secret exists.
 pub async fn read(client: &Client, ns: &str, bng: &str) -> Option<String> {
     let api: Api<Secret> = Api::namespaced(client.clone(), ns);
-    let secret = api.get_opt(&api_token_secret(bng)).await.ok()??;
-    let bytes = secret.data?.remove(API_TOKEN_KEY)?.0;
-    String::from_utf8(bytes).ok()
+    token_of(api.get_opt(&api_token_secret(bng)).await.ok()??)
+}
+
+fn token_of(secret: Secret) -> Option<String> {
+    String::from_utf8(secret.data?.remove(API_TOKEN_KEY)?.0).ok()
 }

@@ -364,7 +364,7 @@ async fn converge(bng: &Bng, ns: &str, ctx: &Context) -> Result<Action, Reconcil
     let sts: Api<StatefulSet> = Api::namespaced(ctx.client.clone(), ns);
     let existing = sts.get_opt(&control_name(&name)).await?;
     build::control::keep_claim_templates(&mut owned.control, existing.as_ref());
-    super::api_token::ensure(&ctx.client, ns, bng).await?;
+    let token = super::api_token::ensure(&ctx.client, ns, bng).await?;
     let refused = apply_all(&ctx.client, ns, &owned).await?;
     let capacity = bng.spec.dataplane.session_capacity;
     let store = match &ctx.workload.session_store {
@@ -399,7 +399,7 @@ async fn converge(bng: &Bng, ns: &str, ctx: &Context) -> Result<Action, Reconcil
         .collect();
     dataplanes.sort_by(|a, b| a.pod.cmp(&b.pod));
     let key = format!("{ns}/{name}");
-    let control = match control_report(ctx, ns, &name).await {
+    let control = match control_report(ctx, ns, &name, token.as_deref()).await {
         Ok(report) => {
             merge_report(&mut dataplanes, &report);
             ctx.set_plan_sessions(&key, Some(report.by_plan.clone()));
@@ -513,14 +513,19 @@ async fn write_status(
 }
 
 /// Reads the control pod's `/v1/status`; the error says what went wrong, for a condition.
-async fn control_report(ctx: &Context, ns: &str, bng: &str) -> Result<ControlReport, String> {
+/// `token` is the control API's, from [`super::api_token::ensure`] in the same reconcile.
+async fn control_report(
+    ctx: &Context,
+    ns: &str,
+    bng: &str,
+    token: Option<&str>,
+) -> Result<ControlReport, String> {
     let url = ctx.control_urls.url(ns, bng);
-    let token = super::api_token::read(&ctx.client, ns, bng).await;
     control_api::call(
         hyper::Method::GET,
         &url,
         "/v1/status",
-        token.as_deref(),
+        token,
         control_api::REQUEST_TIMEOUT,
     )
     .await
