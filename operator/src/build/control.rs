@@ -7,8 +7,8 @@ use k8s_openapi::api::apps::v1::{StatefulSet, StatefulSetSpec};
 use k8s_openapi::api::core::v1::{
     ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, KeyToPath,
     PersistentVolumeClaim, PersistentVolumeClaimSpec, PodSecurityContext, PodSpec, PodTemplateSpec,
-    ResourceRequirements, SecretVolumeSource, SecurityContext, Service, ServiceAccount,
-    ServicePort, ServiceSpec, Sysctl, Volume, VolumeMount, VolumeResourceRequirements,
+    ResourceRequirements, SecurityContext, Service, ServiceAccount, ServicePort, ServiceSpec,
+    Sysctl, Volume, VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -20,7 +20,7 @@ use kube::ResourceExt;
 use super::control_config::{fnv1a, render};
 use super::{
     Base, BuildError, Inputs, container_env, container_ports, container_security, control_name,
-    grpc_tls_mount, pod_security, probe,
+    grpc_tls_mount, pod_security, probe, read_only_mount, secret_volume,
 };
 use crate::binaries::control;
 use crate::config::{SessionStore, WorkloadConfig};
@@ -303,32 +303,24 @@ pub(crate) fn stateful_set(
         ..Volume::default()
     }];
     if let Some(r) = &radius {
-        volumes.push(Volume {
-            name: RADIUS_VOLUME.into(),
-            secret: Some(SecretVolumeSource {
-                secret_name: Some(r.secret_ref.name.clone()),
-                items: Some(vec![KeyToPath {
-                    key: r.secret_ref.key.clone(),
-                    path: control::RADIUS_SECRET_FILE.into(),
-                    ..KeyToPath::default()
-                }]),
-                default_mode: Some(0o440),
-                ..SecretVolumeSource::default()
-            }),
-            ..Volume::default()
-        });
+        let item = KeyToPath {
+            key: r.secret_ref.key.clone(),
+            path: control::RADIUS_SECRET_FILE.into(),
+            ..KeyToPath::default()
+        };
+        volumes.push(secret_volume(
+            RADIUS_VOLUME,
+            &r.secret_ref.name,
+            Some(vec![item]),
+        ));
     }
     let has_tls = grpc_tls.is_some();
     volumes.extend(grpc_tls);
-    volumes.push(Volume {
-        name: API_TOKEN_VOLUME.into(),
-        secret: Some(SecretVolumeSource {
-            secret_name: Some(control::api_token_secret(&base.bng)),
-            default_mode: Some(0o440),
-            ..SecretVolumeSource::default()
-        }),
-        ..Volume::default()
-    });
+    volumes.push(secret_volume(
+        API_TOKEN_VOLUME,
+        &control::api_token_secret(&base.bng),
+        None,
+    ));
     let claims = match &config.session_store {
         SessionStore::EmptyDir => {
             volumes.push(Volume {
@@ -396,20 +388,14 @@ pub(crate) fn stateful_set(
                     mount_path: control::STORE_DIR.into(),
                     ..VolumeMount::default()
                 },
-                VolumeMount {
-                    name: API_TOKEN_VOLUME.into(),
-                    mount_path: control::API_TOKEN_DIR.into(),
-                    read_only: Some(true),
-                    ..VolumeMount::default()
-                },
+                read_only_mount(API_TOKEN_VOLUME, control::API_TOKEN_DIR),
             ]
             .into_iter()
-            .chain(radius.as_ref().map(|_| VolumeMount {
-                name: RADIUS_VOLUME.into(),
-                mount_path: control::RADIUS_SECRET_DIR.into(),
-                read_only: Some(true),
-                ..VolumeMount::default()
-            }))
+            .chain(
+                radius
+                    .as_ref()
+                    .map(|_| read_only_mount(RADIUS_VOLUME, control::RADIUS_SECRET_DIR)),
+            )
             .chain(has_tls.then(grpc_tls_mount))
             .collect(),
         ),

@@ -14,9 +14,9 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{
-    Capabilities, ConfigMap, ContainerPort, EnvVar, HTTPGetAction, PodSecurityContext, Probe,
-    SeccompProfile, SecretVolumeSource, SecurityContext, Service, ServiceAccount, TCPSocketAction,
-    Volume, VolumeMount,
+    Capabilities, ConfigMap, ContainerPort, EnvVar, HTTPGetAction, KeyToPath, PodSecurityContext,
+    Probe, SeccompProfile, SecretVolumeSource, SecurityContext, Service, ServiceAccount,
+    TCPSocketAction, Volume, VolumeMount,
 };
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
@@ -236,27 +236,39 @@ pub(crate) fn container_security(add: &[&str]) -> SecurityContext {
 
 const GRPC_TLS_VOLUME: &str = "grpc-tls";
 
-/// The BNG's `dataplane.grpcTls` Secret as a volume, when it names one (both pods mount it).
-pub(crate) fn grpc_tls_volume(bng: &Bng) -> Option<Volume> {
-    let tls = bng.spec.dataplane.grpc_tls.as_ref()?;
-    Some(Volume {
-        name: GRPC_TLS_VOLUME.into(),
+/// Volume `name` holding Secret `secret` (only `items` of it, when given), its files readable
+/// by owner and group only.
+pub(crate) fn secret_volume(name: &str, secret: &str, items: Option<Vec<KeyToPath>>) -> Volume {
+    Volume {
+        name: name.into(),
         secret: Some(SecretVolumeSource {
-            secret_name: Some(tls.secret_name.clone()),
+            secret_name: Some(secret.into()),
+            items,
             default_mode: Some(0o440),
             ..SecretVolumeSource::default()
         }),
         ..Volume::default()
-    })
+    }
 }
 
-pub(crate) fn grpc_tls_mount() -> VolumeMount {
+/// Volume `name` mounted read-only at `path`.
+pub(crate) fn read_only_mount(name: &str, path: &str) -> VolumeMount {
     VolumeMount {
-        name: GRPC_TLS_VOLUME.into(),
-        mount_path: crate::binaries::grpc_tls::DIR.into(),
+        name: name.into(),
+        mount_path: path.into(),
         read_only: Some(true),
         ..VolumeMount::default()
     }
+}
+
+/// The BNG's `dataplane.grpcTls` Secret as a volume, when it names one (both pods mount it).
+pub(crate) fn grpc_tls_volume(bng: &Bng) -> Option<Volume> {
+    let tls = bng.spec.dataplane.grpc_tls.as_ref()?;
+    Some(secret_volume(GRPC_TLS_VOLUME, &tls.secret_name, None))
+}
+
+pub(crate) fn grpc_tls_mount() -> VolumeMount {
+    read_only_mount(GRPC_TLS_VOLUME, crate::binaries::grpc_tls::DIR)
 }
 
 /// What every workload pod shares: the container runtime's default seccomp profile.

@@ -752,26 +752,19 @@ fn network_policies_admit_only_the_peers_that_need_each_port() {
             .match_labels
             .unwrap()
     };
-    assert_eq!(
-        selects(&o.dataplane_policy),
-        o.dataplane
+    for (policy, workload) in [
+        (&o.dataplane_policy, &o.dataplane),
+        (&o.control_policy, &o.control),
+    ] {
+        let pods = workload
             .spec
             .clone()
             .unwrap()
             .selector
             .match_labels
-            .unwrap()
-    );
-    assert_eq!(
-        selects(&o.control_policy),
-        o.control
-            .spec
-            .clone()
-            .unwrap()
-            .selector
-            .match_labels
-            .unwrap()
-    );
+            .unwrap();
+        assert_eq!(selects(policy), pods);
+    }
 
     bng.spec.dhcp = serde_json::from_value(
         serde_json::json!({"mode": "relay", "relayServers": ["192.0.2.67", "192.0.2.68"]}),
