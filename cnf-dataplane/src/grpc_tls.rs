@@ -3,24 +3,28 @@
 //! cert-manager renews a certificate into its Secret and the kubelet swaps the mounted files;
 //! restarting the dataplane to pick them up would cut every subscriber it forwards for. So the
 //! listener does the handshakes itself: each accepted connection takes the acceptor current at
-//! that moment, and the files are read again at most every [`RELOAD_EVERY`]; when they changed
-//! and parse, new connections get the new certificate and CA, open ones keep theirs. Files
-//! that do not parse (a half-written renewal) are reported and the old acceptor stays.
+//! that moment, and the files are read again every [`RELOAD_EVERY`]; when they changed and
+//! parse, new connections get the new certificate and CA, open ones keep theirs. Files that
+//! do not parse (a half-written renewal) are reported and counted at each check, and the old
+//! acceptor stays.
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
+use kbng_telemetry::metrics::GrpcTlsCounts;
 use rustls::RootCertStore;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
-/// How often, at most, the files are read again (on an accepted connection).
+/// How often the files are read again.
 pub const RELOAD_EVERY: Duration = Duration::from_secs(5);
 /// A handshake not done by then is dropped (a client that connects and says nothing).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -31,6 +35,31 @@ pub struct TlsFiles {
     pub cert: PathBuf,
     pub key: PathBuf,
     pub client_ca: PathBuf,
+}
+
+/// What the listener refused, and renewals it could not take, since start. A refusal is
+/// either a stranger or our own control after a botched renewal; the logs say which peer,
+/// these say how often, so that an alert can fire before a control restart finds itself
+/// locked out.
+#[derive(Debug, Default)]
+pub struct TlsCounters {
+    handshakes_failed: AtomicU64,
+    handshakes_timed_out: AtomicU64,
+    reloads_failed: AtomicU64,
+}
+
+impl TlsCounters {
+    fn inc(c: &AtomicU64) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn read(&self) -> GrpcTlsCounts {
+        GrpcTlsCounts {
+            handshakes_failed: self.handshakes_failed.load(Ordering::Relaxed),
+            handshakes_timed_out: self.handshakes_timed_out.load(Ordering::Relaxed),
+            reloads_failed: self.reloads_failed.load(Ordering::Relaxed),
+        }
+    }
 }
 
 /// The files' bytes as last read, and the acceptor built from them.
@@ -97,19 +126,38 @@ fn acceptor([cert, key, ca]: &[Vec<u8>; 3]) -> Result<TlsAcceptor, String> {
 }
 
 /// Accept on `listener` for as long as the receiver is held: every connection that completes
-/// its handshake goes out on the returned channel (for `serve_with_incoming_shutdown`).
+/// its handshake goes out on the returned channel (for `serve_with_incoming_shutdown`);
+/// refusals and failed reloads are counted in `counters`.
 pub fn incoming(
     listener: TcpListener,
     files: TlsFiles,
     first: Loaded,
+    counters: Arc<TlsCounters>,
 ) -> mpsc::Receiver<std::io::Result<TlsStream<TcpStream>>> {
     let (tx, rx) = mpsc::channel(64);
     tokio::spawn(async move {
         let mut current = first;
-        let mut checked = Instant::now();
+        let mut last_error: Option<String> = None;
+        // On a timer, not on connections: a renewal that does not load must be counted while
+        // no one connects, since the next one to connect may be a restarted control.
+        let mut check = tokio::time::interval_at(Instant::now() + RELOAD_EVERY, RELOAD_EVERY);
+        check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let tcp = tokio::select! {
                 r = listener.accept() => r,
+                _ = check.tick() => {
+                    match reload(&files, &mut current) {
+                        Ok(()) => last_error = None,
+                        Err(e) => {
+                            TlsCounters::inc(&counters.reloads_failed);
+                            if last_error.as_ref() != Some(&e) {
+                                tracing::warn!("{e}; keeping the old certificate and CA");
+                                last_error = Some(e);
+                            }
+                        }
+                    }
+                    continue;
+                }
                 () = tx.closed() => return,
             };
             let (tcp, peer) = match tcp {
@@ -119,18 +167,21 @@ pub fn incoming(
                     continue;
                 }
             };
-            if checked.elapsed() >= RELOAD_EVERY {
-                checked = Instant::now();
-                reload(&files, &mut current);
-            }
             let (acceptor, tx) = (current.acceptor.clone(), tx.clone());
+            let counters = Arc::clone(&counters);
             tokio::spawn(async move {
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                     Ok(Ok(s)) => {
                         let _ = tx.send(Ok(s)).await;
                     }
-                    Ok(Err(e)) => tracing::warn!(%peer, "gRPC TLS handshake refused: {e}"),
-                    Err(_) => tracing::warn!(%peer, "gRPC TLS handshake timed out"),
+                    Ok(Err(e)) => {
+                        TlsCounters::inc(&counters.handshakes_failed);
+                        tracing::warn!(%peer, "gRPC TLS handshake refused: {e}")
+                    }
+                    Err(_) => {
+                        TlsCounters::inc(&counters.handshakes_timed_out);
+                        tracing::warn!(%peer, "gRPC TLS handshake timed out")
+                    }
                 }
             });
         }
@@ -138,19 +189,18 @@ pub fn incoming(
     rx
 }
 
-/// Swap in the files' new contents when they changed and parse.
-fn reload(files: &TlsFiles, current: &mut Loaded) {
-    match files.read() {
-        Ok(bytes) if bytes == current.bytes => {}
-        Ok(bytes) => match acceptor(&bytes) {
-            Ok(acceptor) => {
-                *current = Loaded { bytes, acceptor };
-                tracing::info!("gRPC TLS certificate and CA reloaded");
-            }
-            Err(e) => {
-                tracing::warn!("gRPC TLS files changed but do not load ({e}); keeping the old ones")
-            }
-        },
-        Err(e) => tracing::warn!("gRPC TLS files unreadable ({e}); keeping the old ones"),
+/// Swap in the files' new contents when they changed and parse; an error when they changed
+/// but cannot be taken (the old ones stay).
+fn reload(files: &TlsFiles, current: &mut Loaded) -> Result<(), String> {
+    let bytes = files
+        .read()
+        .map_err(|e| format!("gRPC TLS files unreadable ({e})"))?;
+    if bytes == current.bytes {
+        return Ok(());
     }
+    let acceptor =
+        acceptor(&bytes).map_err(|e| format!("gRPC TLS files changed but do not load ({e})"))?;
+    *current = Loaded { bytes, acceptor };
+    tracing::info!("gRPC TLS certificate and CA reloaded");
+    Ok(())
 }

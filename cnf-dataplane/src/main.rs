@@ -23,6 +23,7 @@ use kbng_dataplane::control::{Control, MAX_BATCH, WorkerView};
 use kbng_dataplane::counters::WorkerStats;
 use kbng_dataplane::doorbell::Doorbell;
 use kbng_dataplane::grpc::DataplaneService;
+use kbng_dataplane::grpc_tls::TlsCounters;
 use kbng_dataplane::io::{InjectRecord, Worker, WorkerQueues};
 use kbng_dataplane::meter::SrTcmProfile;
 use kbng_dataplane::neighbour::{NextHopCell, Resolver};
@@ -636,7 +637,8 @@ async fn control_main(
 ) -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let svc = DataplaneService::new(Arc::clone(&control), identity, Some(inject));
-    kbng_dataplane::observe::start(control, svc.control_paths()).await?;
+    let tls_counters = tls.as_ref().map(|_| Arc::new(TlsCounters::default()));
+    kbng_dataplane::observe::start(control, svc.control_paths(), tls_counters.clone()).await?;
     tokio::spawn(svc.clone().punt_pump(punt.0, punt.1));
     if let Some(r) = resolver {
         tokio::spawn(resolve_next_hop(r, svc.clone()));
@@ -696,7 +698,8 @@ async fn control_main(
                 .await
                 .with_context(|| format!("binding {addr}"))?;
             tracing::info!("gRPC on {addr}, mutual TLS");
-            let incoming = kbng_dataplane::grpc_tls::incoming(l, files, loaded);
+            let counters = tls_counters.unwrap_or_default();
+            let incoming = kbng_dataplane::grpc_tls::incoming(l, files, loaded, counters);
             server
                 .serve_with_incoming_shutdown(
                     tokio_stream::wrappers::ReceiverStream::new(incoming),

@@ -36,6 +36,7 @@ use kbng_telemetry::{PrometheusExporter, TelemetryConfig, TelemetryError, Teleme
 use crate::control::Control;
 use crate::counters::{SessionCounts, WorkerStats};
 use crate::grpc::ControlPathCounters;
+use crate::grpc_tls::TlsCounters;
 use crate::pipeline::PipelineCounters;
 use crate::tables::SessionCounterArray;
 
@@ -219,10 +220,12 @@ pub fn init(
 
 /// On the control thread's runtime: registers the dataplane's instruments, starts the task
 /// that reads the workers' counters every [`POLL_INTERVAL`], and serves `/metrics` when asked.
-/// `paths` are the main core's own drop counters. A no-op without [`init`].
+/// `paths` are the main core's own drop counters, `tls` the gRPC listener's when it has mutual
+/// TLS. A no-op without [`init`].
 pub async fn start(
     control: Arc<tokio::sync::Mutex<Control>>,
     paths: Arc<ControlPathCounters>,
+    tls: Option<Arc<TlsCounters>>,
 ) -> Result<(), ObserveError> {
     let Some(shared) = SHARED.get() else {
         return Ok(());
@@ -246,6 +249,7 @@ pub async fn start(
         let _keep = (instruments, server);
         let mut poller = Poller {
             paths: Some(paths),
+            tls,
             ..Poller::default()
         };
         loop {
@@ -304,6 +308,8 @@ pub struct Poller {
     ports: Vec<(&'static str, &'static str, u64)>,
     /// The main core's control-path counters (none in tests that do not need them).
     paths: Option<Arc<ControlPathCounters>>,
+    /// The gRPC listener's mutual TLS counters, when it has mutual TLS.
+    tls: Option<Arc<TlsCounters>>,
 }
 
 impl Poller {
@@ -498,11 +504,13 @@ impl Poller {
             .flat_map(|p| p.drops())
             .map(|(reason, frames)| ControlPathDrop { reason, frames })
             .collect();
+        let grpc_tls = self.tls.as_ref().map(|t| t.read());
         DataplaneSnapshot {
             workers,
             policer,
             ports,
             control_path,
+            grpc_tls,
         }
     }
 }

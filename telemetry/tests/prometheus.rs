@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use kbng_telemetry::metrics::{
     AaaBackend, AaaResult, Colour, ControlMetrics, ControlPathDrop, DataplaneMetrics,
-    DataplaneSnapshot, Direction, DropCount, NodeRuntime, OperatorMetrics, Outcome, PolicerCount,
-    PortCount, SessionState, WorkerStats,
+    DataplaneSnapshot, Direction, DropCount, GrpcTlsCounts, NodeRuntime, OperatorMetrics, Outcome,
+    PolicerCount, PortCount, SessionState, WorkerStats,
 };
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
@@ -51,6 +51,11 @@ fn snapshot() -> DataplaneSnapshot {
             reason: "inject dropped: bad frame or ring full",
             frames: 4,
         }],
+        grpc_tls: Some(GrpcTlsCounts {
+            handshakes_failed: 3,
+            handshakes_timed_out: 1,
+            reloads_failed: 2,
+        }),
     }
 }
 
@@ -145,6 +150,9 @@ async fn metrics_endpoint_serves_valid_prometheus_text() {
         r#"kbng_policer_packets_total{colour="red",direction="down",plan="gold"} 5"#,
         r#"kbng_dataplane_port_packets_total{counter="rx missed",port="port-access"} 11"#,
         r#"kbng_dataplane_control_path_drops_total{reason="inject dropped: bad frame or ring full"} 4"#,
+        r#"kbng_dataplane_grpc_tls_refused_total{reason="handshake failed"} 3"#,
+        r#"kbng_dataplane_grpc_tls_refused_total{reason="handshake timed out"} 1"#,
+        "kbng_dataplane_grpc_tls_reload_errors_total 2",
     ] {
         assert!(
             body.lines().any(|l| l == line),

@@ -6,7 +6,9 @@
 //! and reconciles (`/v1/dataplanes` says connected); a control whose certificate the stranger
 //! signed is refused by the dataplane, stays disconnected and says why in `lastError`; and the
 //! control's own client code cannot reach the TLS listener in plaintext, without a client
-//! certificate, or trusting only the stranger's CA. The dataplane runs on `net_null` ports.
+//! certificate, or trusting only the stranger's CA. The dataplane counts each refusal on
+//! `/metrics`, a client that never starts its handshake as timed out, and each check that finds
+//! a renewal it cannot load. The dataplane runs on `net_null` ports.
 //!
 //! Needs root, `openssl` and a `kbng-dataplane` binary built from the current sources next to
 //! `kbng-control`. Skipped with a message when any is missing, unless `KBNG_E2E_REQUIRED=1`.
@@ -200,6 +202,7 @@ async fn control_and_dataplane_speak_mutual_tls() {
     install_dataplane_files(&dir, "ours");
     let log = |n: &str| std::fs::File::create(dir.join(n)).unwrap();
     let grpc = free_port();
+    let metrics = free_port();
     let mut procs = Procs(Vec::new());
     let d = dir.display();
     let child = Command::new(&dp)
@@ -222,6 +225,7 @@ async fn control_and_dataplane_speak_mutual_tls() {
             "1000",
         ])
         .args(["--grpc-listen", &grpc.to_string()])
+        .args(["--metrics-listen", &metrics.to_string()])
         .args(["--grpc-tls-cert", &format!("{d}/dp.crt")])
         .args(["--grpc-tls-key", &format!("{d}/dp.key")])
         .args(["--grpc-tls-client-ca", &format!("{d}/dp-clients-ca.crt")])
@@ -238,11 +242,17 @@ async fn control_and_dataplane_speak_mutual_tls() {
 
     // Refused: plaintext, no client certificate, a stranger's client certificate, and a
     // client that trusts only the stranger's CA (the dataplane's certificate is not theirs).
+    // And one that connects and says nothing, held open past the handshake timeout.
+    let silent = std::net::TcpStream::connect(grpc).unwrap();
+    let mut refused = wait_for("TLS counters on /metrics", 20, || {
+        tls_metric(metrics, FAILED)
+    });
     let plain = Target {
         addr: format!("http://localhost:{}", grpc.port()),
         tls: None,
     };
     assert!(answers(&plain).await.is_err(), "plaintext answered");
+    refused = counted_refusal(metrics, refused, "plaintext");
     let ca_only = tonic::transport::ClientTlsConfig::new().ca_certificate(
         tonic::transport::Certificate::from_pem(std::fs::read(dir.join("ours.crt")).unwrap()),
     );
@@ -258,15 +268,18 @@ async fn control_and_dataplane_speak_mutual_tls() {
         )
     };
     assert!(no_identity.await.is_err(), "no client certificate answered");
+    refused = counted_refusal(metrics, refused, "no client certificate");
     let stranger = https(&url, &dir, "ours", "stranger");
     assert!(
         answers(&stranger).await.is_err(),
         "a stranger's certificate answered"
     );
+    refused = counted_refusal(metrics, refused, "a stranger's certificate");
     let r = answers(&https(&url, &dir, "stranger", "ours"))
         .await
         .unwrap_err();
     assert!(r.contains("UnknownIssuer"), "distrusting client: {r}");
+    counted_refusal(metrics, refused, "a client distrusting the dataplane");
 
     // The real control: the stranger's stays out, saying why; ours connects and reconciles.
     for (run, leaf, connected) in [("stranger", "stranger", false), ("ours", "ours", true)] {
@@ -295,7 +308,7 @@ async fn control_and_dataplane_speak_mutual_tls() {
         );
         assert_eq!(status["connected"], connected, "control {run}: {status}");
         if connected {
-            renewal_keeps_the_connection_and_changes_who_gets_in(&dir, &url, api).await;
+            renewal_keeps_the_connection_and_changes_who_gets_in(&dir, &url, api, metrics).await;
         } else {
             // Still out after more attempts (one a second), never reconciled. TLS 1.3: the
             // client learns of the refusal at its first request (the dataplane's UnknownCA
@@ -312,18 +325,55 @@ async fn control_and_dataplane_speak_mutual_tls() {
         }
         procs.stop("control");
     }
+    wait_for("the silent client timed out on /metrics", 30, || {
+        (tls_metric(metrics, "refused_total{reason=\"handshake timed out\"}") == Some(1))
+            .then_some(())
+    });
+    drop(silent);
+}
+
+const FAILED: &str = "refused_total{reason=\"handshake failed\"}";
+
+/// Waits for the refused handshakes on `/metrics` to pass `before` (the refusal of `what`);
+/// returns the new count. A client may try more than once (tonic's does without a client
+/// certificate), so the count must grow, by one or more.
+fn counted_refusal(metrics: std::net::SocketAddr, before: u64, what: &str) -> u64 {
+    wait_for(&format!("the refusal of {what} on /metrics"), 20, || {
+        tls_metric(metrics, FAILED).filter(|&n| n > before)
+    })
+}
+
+/// A `kbng_dataplane_grpc_tls_*` sample of the dataplane's `/metrics` (`name` without the
+/// prefix, with its labels).
+fn tls_metric(metrics: std::net::SocketAddr, name: &str) -> Option<u64> {
+    let (_, body) = http_get(metrics, "/metrics").ok()?;
+    let prefix = format!("kbng_dataplane_grpc_tls_{name} ");
+    body.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|v| v.parse().ok())
 }
 
 /// A renewal (cert-manager writing a new certificate and CA into the mounted Secret) under
 /// the running dataplane: the control's open connection stays up, not one reconnect; within
 /// the reload interval new connections get the new certificate, so a client of the old CA is
-/// refused and one of the new CA answers.
+/// refused and one of the new CA answers. A broken renewal before it is counted on `metrics`
+/// and changes nothing.
 async fn renewal_keeps_the_connection_and_changes_who_gets_in(
     dir: &Path,
     url: &str,
     api: std::net::SocketAddr,
+    metrics: std::net::SocketAddr,
 ) {
     let before = dataplane_status(api).unwrap();
+    // A half-written renewal first: checked, counted, and the old certificate stays.
+    let errors = tls_metric(metrics, "reload_errors_total").unwrap();
+    std::fs::write(dir.join("dp.crt"), "-----BEGIN CERTIFICATE-----\ntruncated").unwrap();
+    wait_for("a failed reload on /metrics", 30, || {
+        (tls_metric(metrics, "reload_errors_total") > Some(errors)).then_some(())
+    });
+    answers(&https(url, dir, "ours", "ours"))
+        .await
+        .expect("the old certificate still serves after a renewal that does not load");
     install_dataplane_files(dir, "renewed");
     let renewed = https(url, dir, "renewed", "renewed");
     wait_for("the dataplane takes the renewed certificate", 30, || {

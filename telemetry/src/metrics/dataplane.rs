@@ -93,6 +93,19 @@ pub struct DataplaneSnapshot {
     /// Drops on the main core's control path (punted frames with no stream to go to,
     /// replies that could not be queued for transmit), one entry per reason.
     pub control_path: Vec<ControlPathDrop>,
+    /// The gRPC listener's mutual TLS, when it has it.
+    pub grpc_tls: Option<GrpcTlsCounts>,
+}
+
+/// What the gRPC listener's mutual TLS refused or could not reload, since start.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GrpcTlsCounts {
+    /// Connections whose handshake failed (no certificate, an untrusted one, not TLS).
+    pub handshakes_failed: u64,
+    /// Connections that did not finish their handshake in time.
+    pub handshakes_timed_out: u64,
+    /// Checks of the certificate files that found them changed but unusable.
+    pub reloads_failed: u64,
 }
 
 /// Frames the main core's control path dropped for one reason, since start.
@@ -124,7 +137,7 @@ fn worker(w: &WorkerStats) -> KeyValue {
 
 impl DataplaneMetrics {
     /// Registers the dataplane's instruments on `meter`, all reading from `source`. The
-    /// closure runs once per instrument per collection (nine instruments, so nine calls per
+    /// closure runs once per instrument per collection (eleven instruments, so eleven calls per
     /// export or scrape), on the collecting thread: it should only read the workers' counters.
     pub fn register<F>(meter: &Meter, source: F) -> Self
     where
@@ -242,6 +255,37 @@ impl DataplaneMetrics {
                 |s, _, out| {
                     for d in &s.control_path {
                         out(d.frames, &[KeyValue::new("reason", d.reason)]);
+                    }
+                },
+            ),
+            counter(
+                "kbng.dataplane.grpc.tls.refused",
+                "{connection}",
+                "Connections to the dataplane's gRPC listener refused by mutual TLS, per \
+                 reason: a client without a certificate the dataplane trusts (a stranger, or \
+                 the control after a renewal from another CA) or one that never finished.",
+                |s, _, out| {
+                    if let Some(t) = &s.grpc_tls {
+                        out(
+                            t.handshakes_failed,
+                            &[KeyValue::new("reason", "handshake failed")],
+                        );
+                        out(
+                            t.handshakes_timed_out,
+                            &[KeyValue::new("reason", "handshake timed out")],
+                        );
+                    }
+                },
+            ),
+            counter(
+                "kbng.dataplane.grpc.tls.reload_errors",
+                "{check}",
+                "Checks of the gRPC certificate files that found them changed but unusable \
+                 (unreadable, or not a certificate, key and CA that load together); the \
+                 dataplane keeps serving with the old ones until they expire.",
+                |s, _, out| {
+                    if let Some(t) = &s.grpc_tls {
+                        out(t.reloads_failed, &[]);
                     }
                 },
             ),

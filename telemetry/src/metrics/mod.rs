@@ -31,6 +31,8 @@
 //! | `kbng.dataplane.node.cycles` | `kbng_dataplane_node_cycles_total` | `worker`, `node` |
 //! | `kbng.dataplane.port.packets` | `kbng_dataplane_port_packets_total` | `port`, `counter` |
 //! | `kbng.dataplane.control_path.drops` | `kbng_dataplane_control_path_drops_total` | `reason` |
+//! | `kbng.dataplane.grpc.tls.refused` | `kbng_dataplane_grpc_tls_refused_total` | `reason` |
+//! | `kbng.dataplane.grpc.tls.reload_errors` | `kbng_dataplane_grpc_tls_reload_errors_total` | - |
 //! | `kbng.policer.packets` | `kbng_policer_packets_total` | `plan`, `direction`, `colour` |
 //! | `kbng.operator.reconcile.duration` (s) | `kbng_operator_reconcile_duration_seconds` | `kind`, `result` |
 //!
@@ -45,8 +47,8 @@ mod labels;
 
 pub use control::{ControlMetrics, OperatorMetrics};
 pub use dataplane::{
-    ControlPathDrop, DataplaneMetrics, DataplaneSnapshot, DropCount, NodeRuntime, PolicerCount,
-    PortCount, WorkerStats,
+    ControlPathDrop, DataplaneMetrics, DataplaneSnapshot, DropCount, GrpcTlsCounts, NodeRuntime,
+    PolicerCount, PortCount, WorkerStats,
 };
 pub use labels::{
     AaaBackend, AaaResult, Colour, Direction, MAX_PLANS, Outcome, PlanLabels, SessionState,

@@ -123,6 +123,7 @@ async fn otlp_child() {
         policer: vec![],
         ports: vec![],
         control_path: vec![],
+        grpc_tls: None,
     });
     drop(guard); // flushes every exporter before the process exits
 }
