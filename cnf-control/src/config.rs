@@ -250,7 +250,7 @@ pub struct Config {
     pub store_sync: crate::store::sync::SyncPolicy,
     pub api_listen: SocketAddr,
     /// The admin API's bearer token, when one is configured.
-    pub api_token: Option<String>,
+    pub api_token: Option<std::sync::Arc<crate::api::auth::ApiToken>>,
     pub portal_url: String,
     /// (prefix, len, protocol, port)
     pub garden: Vec<(Ipv4Addr, u8, u8, u16)>,
@@ -411,7 +411,8 @@ impl ConfigFile {
             0
         });
         let api_token = self.api_token_file.as_ref().and_then(|p| {
-            crate::api::auth::read_token(p)
+            crate::api::auth::ApiToken::load(p)
+                .map(std::sync::Arc::new)
                 .map_err(|e| problems.push(e))
                 .ok()
         });
