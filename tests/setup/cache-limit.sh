@@ -8,7 +8,10 @@ set -euo pipefail
 target=${1:?usage: cache-limit.sh <target dir>}
 max_gb=${KBNG_CACHE_MAX_GB:-30}
 min_free_gb=${KBNG_DISK_MIN_FREE_GB:-20}
-[[ -d $target ]] || exit 0
+if [[ ! -d $target ]]; then
+    echo "cache: $target absent: this build starts cold"
+    exit 0
+fi
 
 size_gb=$(( $(du -sk "$target" | cut -f1) / 1024 / 1024 ))
 free_gb=$(( $(df -Pk "$target" | awk 'NR == 2 { print $4 }') / 1024 / 1024 ))
