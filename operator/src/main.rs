@@ -193,7 +193,10 @@ async fn main() -> anyhow::Result<()> {
             Duration::from_secs(args.drain_timeout_secs),
             identity,
         )
-        .with_control_urls(control_urls),
+        .with_control_urls(control_urls)
+        .with_metrics(kbng_telemetry::metrics::OperatorMetrics::new(
+            &telemetry.meter(),
+        )),
     );
     tokio::select! {
         _ = reconcile::run(ctx, args.watch_namespace, health) => {

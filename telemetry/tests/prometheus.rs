@@ -8,7 +8,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use kbng_telemetry::metrics::{
-    AaaBackend, AaaResult, Colour, ControlMetrics, ControlPathDrop, DataplaneMetrics,
+    AaaBackend, AaaResult, BngLicence, Colour, ControlMetrics, ControlPathDrop, DataplaneMetrics,
     DataplaneSnapshot, Direction, DropCount, GrpcTlsCounts, NodeRuntime, OperatorMetrics, Outcome,
     PolicerCount, PortCount, SessionState, WorkerStats,
 };
@@ -103,7 +103,18 @@ async fn metrics_endpoint_serves_valid_prometheus_text() {
     control.set_dataplane_connected(0, true);
     control.set_dataplane_connected(1, false);
     control.add_reconciled(0, 2, 1, 0);
-    OperatorMetrics::new(&meter).record_reconcile("BNG", Outcome::Ok, Duration::from_millis(30));
+    let operator = OperatorMetrics::new(&meter);
+    operator.record_reconcile("BNG", Outcome::Ok, Duration::from_millis(30));
+    let licence = |valid, expires_unix_secs| {
+        Some(BngLicence {
+            valid,
+            expires_unix_secs,
+        })
+    };
+    operator.set_bng_licence("bng/a", licence(true, Some(1_798_761_600)));
+    operator.set_bng_licence("bng/missing", licence(false, None));
+    operator.set_bng_licence("bng/deleted", licence(true, Some(1)));
+    operator.set_bng_licence("bng/deleted", None);
     let _dataplane = DataplaneMetrics::register(&meter, snapshot);
 
     let server = guard
@@ -141,6 +152,10 @@ async fn metrics_endpoint_serves_valid_prometheus_text() {
         r#"kbng_control_reconcile_sessions_total{dataplane="0",kind="orphan"} 1"#,
         r#"kbng_control_reconcile_sessions_total{dataplane="0",kind="mismatch"} 0"#,
         r#"kbng_operator_reconcile_duration_seconds_count{kind="BNG",result="ok"} 1"#,
+        "# TYPE kbng_licence_expiry_timestamp_seconds gauge",
+        r#"kbng_licence_expiry_timestamp_seconds{bng="bng/a"} 1798761600"#,
+        r#"kbng_licence_valid{bng="bng/a"} 1"#,
+        r#"kbng_licence_valid{bng="bng/missing"} 0"#,
         "# TYPE kbng_dataplane_packets_total counter",
         r#"kbng_dataplane_packets_total{direction="down",worker="1"} 2000"#,
         r#"kbng_dataplane_io_bytes_total{direction="down",worker="0"} 3000000"#,
@@ -159,6 +174,11 @@ async fn metrics_endpoint_serves_valid_prometheus_text() {
             "missing line {line:?} in:\n{body}"
         );
     }
+    assert!(
+        !body.contains("bng/deleted")
+            && !body.contains(r#"kbng_licence_expiry_timestamp_seconds{bng="bng/missing"}"#),
+        "a deleted BNG, or the expiry of a missing Licence, has a series:\n{body}"
+    );
     let target_info = body
         .lines()
         .find(|l| l.starts_with("target_info{"))

@@ -549,6 +549,24 @@ t_operator_health_endpoints() {
     "standby: the leader Lease is readable
  200" "standby /readyz" || rc=1
   expect_eq "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${ADMIN_PORTS[op-b]}/metrics")" 200 "/metrics" || rc=1
+  # The leader times its reconciles of each kind; the standby reconciles nothing.
+  local metrics kind
+  metrics=$(curl -s "http://127.0.0.1:${ADMIN_PORTS[op-b]}/metrics")
+  for kind in BNG SubscriberPlan Licence; do
+    expect_match "$(grep "^kbng_operator_reconcile_duration_seconds_count{kind=\"$kind\",result=\"ok\"" <<<"$metrics")" \
+      ' [1-9][0-9]*$' "leader's $kind reconciles on /metrics" || rc=1
+  done
+  expect_eq "$(curl -s "http://127.0.0.1:${ADMIN_PORTS[op-a]}/metrics" | grep -c '^kbng_operator_reconcile_duration_seconds_count')" 0 \
+    "standby's reconciles on /metrics" || rc=1
+  # Each BNG with a licenceRef has its licence gauge, agreeing with its LicenceValid condition
+  # (one being deleted is only drained, not converged: it may have none).
+  local bng valid n=0
+  while read -r bng valid; do
+    n=$((n + 1))
+    expect_match "$(grep "^kbng_licence_valid{bng=\"$bng\"}" <<<"$metrics")" " $valid\$" "kbng_licence_valid of $bng" || rc=1
+  done < <(kubectl get bng -A -o json | jq -r '.items[] | select(.spec.licenceRef and .metadata.deletionTimestamp == null) |
+    "\(.metadata.namespace)/\(.metadata.name) \(if any(.status.conditions[]?; .type == "LicenceValid" and .status == "True") then 1 else 0 end)"')
+  ((n > 0)) || { echo "no BNG with a licenceRef to check the licence gauges on"; rc=1; }
   expect_eq "$(lease_holder)" op-b "the standby's return leaves the Lease alone" || rc=1
   return $rc
 }
@@ -764,6 +782,19 @@ t_real_control_reports_to_status_and_drains() {
   "$BIN/kbngctl" --server "http://$api" --token-file "$WORK/real-token" status >/dev/null ||
     { echo "kbngctl with the token failed"; rc=1; }
   expect_match "$("$BIN/kbngctl" --server "http://$api" status 2>&1)" '401' "kbngctl without the token is told 401" || rc=1
+  # A leaked token is rotated by deleting the Secret: the operator makes a new one, the
+  # kubelet updates the mounted file (done here by hand), and the running control takes it.
+  local old_token new_token
+  old_token=$(cat "$WORK/real-token")
+  k delete secret real-control-api >/dev/null || rc=1
+  eventually 60 bash -c "kubectl -n $NS get secret real-control-api -o jsonpath='{.data.token}' | base64 -d | grep -qvx '$old_token'" || rc=1
+  new_token=$(k get secret real-control-api -o jsonpath='{.data.token}' | base64 -d)
+  expect_match "$new_token" '^[0-9a-f]{64}$' "the recreated API token" || rc=1
+  printf '%s\n' "$new_token" >"$WORK/real-token.new" && mv "$WORK/real-token.new" "$WORK/real-token"
+  eventually 20 bash -c "curl -sf -H 'Authorization: Bearer $new_token' http://$api/v1/status >/dev/null" || rc=1
+  expect_eq "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $old_token" "http://$api/v1/status")" 401 \
+    "the old token after the rotation" || rc=1
+  auth=(-H "Authorization: Bearer $new_token")
   # c1 a known subscriber on basic-50m, c2 unknown (captive).
   curl -sf "${auth[@]}" -X POST --data-binary $'mac,circuit_id,remote_id,plan\n02:00:00:00:0e:01,,,basic-50m\n' \
     "http://$api/v1/subscribers?format=csv" || rc=1

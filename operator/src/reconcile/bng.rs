@@ -343,6 +343,7 @@ async fn converge(bng: &Bng, ns: &str, ctx: &Context) -> Result<Action, Reconcil
     let name = bng.name_any();
     let now = now_secs();
     let (licence, signed) = licence_state(bng, ns, ctx, now).await?;
+    ctx.set_bng_licence(&format!("{ns}/{name}"), Some(&licence));
     let plans = plan_states(bng, ns, ctx).await?;
     let valid: Vec<Plan> = plans
         .iter()
@@ -659,6 +660,7 @@ async fn release(bng: &Bng, ns: &str, ctx: &Context) -> Result<Action, Reconcile
     )
     .await?;
     ctx.set_plan_sessions(&format!("{ns}/{}", bng.name_any()), None);
+    ctx.set_bng_licence(&format!("{ns}/{}", bng.name_any()), None);
     info!(bng = %bng.name_any(), namespace = ns, "finalizer removed");
     Ok(Action::await_change())
 }

@@ -11,6 +11,7 @@ use std::time::Duration;
 use ed25519_dalek::VerifyingKey;
 use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
+use kbng_telemetry::metrics::{BngLicence, OperatorMetrics, Outcome};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::{controller::Action, watcher};
 use kube::{Client, Resource};
@@ -52,6 +53,8 @@ pub struct Context {
     pub plan_sessions: Mutex<HashMap<String, BTreeMap<String, u64>>>,
     /// Consecutive failures per object, for exponential backoff.
     failures: Mutex<HashMap<String, u32>>,
+    /// Reconcile durations and outcomes (none in tests without telemetry).
+    metrics: Option<OperatorMetrics>,
 }
 
 impl std::fmt::Debug for Context {
@@ -87,7 +90,32 @@ impl Context {
             control_urls: ControlUrls::default(),
             plan_sessions: Mutex::default(),
             failures: Mutex::default(),
+            metrics: None,
         }
+    }
+
+    /// The licence gauges of the BNG `key` (`namespace/name`); `None`: the BNG is gone.
+    pub fn set_bng_licence(&self, key: &str, state: Option<&crate::status::LicenceState>) {
+        use crate::status::LicenceState;
+        let Some(m) = &self.metrics else { return };
+        let licence = state.and_then(|s| match s {
+            LicenceState::NotReferenced => None,
+            LicenceState::NotFound(_) => Some(BngLicence {
+                valid: false,
+                expires_unix_secs: None,
+            }),
+            LicenceState::Evaluated { verdict, .. } => Some(BngLicence {
+                valid: verdict.valid,
+                expires_unix_secs: Some(verdict.expires_at.as_second()),
+            }),
+        });
+        m.set_bng_licence(key, licence);
+    }
+
+    /// Records every reconcile on `metrics`.
+    pub fn with_metrics(mut self, metrics: OperatorMetrics) -> Context {
+        self.metrics = Some(metrics);
+        self
     }
 
     pub fn with_control_urls(mut self, urls: ControlUrls) -> Context {
@@ -260,16 +288,51 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>, health: Arc<Healt
         }
     };
     let licences = licences
-        .run(licence::reconcile, error_policy, ctx.clone())
+        .run(
+            |o, c| timed("Licence", c.clone(), licence::reconcile(o, c)),
+            error_policy,
+            ctx.clone(),
+        )
         .for_each(|r| async move { log_result(r) });
     let plans = plans
-        .run(plan::reconcile, error_policy, ctx.clone())
+        .run(
+            |o, c| timed("SubscriberPlan", c.clone(), plan::reconcile(o, c)),
+            error_policy,
+            ctx.clone(),
+        )
         .for_each(|r| async move { log_result(r) });
     let bngs = bngs
-        .run(bng::reconcile, error_policy, ctx.clone())
+        .run(
+            |o, c| timed("BNG", c.clone(), bng::reconcile(o, c)),
+            error_policy,
+            ctx.clone(),
+        )
         .for_each(|r| async move { log_result(r) });
     info!("controllers started");
     tokio::join!(licences, plans, bngs, synced);
+}
+
+/// One reconcile of a `kind`, timed and counted by outcome
+/// (`kbng_operator_reconcile_duration_seconds`).
+async fn timed(
+    kind: &'static str,
+    ctx: Arc<Context>,
+    reconcile: impl std::future::Future<Output = Result<Action, ReconcileError>>,
+) -> Result<Action, ReconcileError> {
+    let t = std::time::Instant::now();
+    let r = reconcile.await;
+    if let Some(m) = &ctx.metrics {
+        m.record_reconcile(kind, outcome(&r), t.elapsed());
+    }
+    r
+}
+
+fn outcome(r: &Result<Action, ReconcileError>) -> Outcome {
+    match r {
+        Ok(_) => Outcome::Ok,
+        Err(e) if e.is_conflict() || e.is_not_found() => Outcome::Raced,
+        Err(_) => Outcome::Error,
+    }
 }
 
 fn log_result<K: Resource, E: std::fmt::Display>(

@@ -219,33 +219,3 @@ impl ControlMetrics {
         }
     }
 }
-
-/// kbng-operator's instruments.
-#[derive(Debug, Clone)]
-pub struct OperatorMetrics {
-    reconcile: Histogram<f64>,
-}
-
-impl OperatorMetrics {
-    /// Creates the instruments on `meter`.
-    pub fn new(meter: &Meter) -> Self {
-        Self {
-            reconcile: latency(
-                meter,
-                "kbng.operator.reconcile.duration",
-                "Time of one reconcile, by resource kind and result.",
-            ),
-        }
-    }
-
-    /// One reconcile of a `kind` ("BNG", "SubscriberPlan", "Licence") took `elapsed`.
-    pub fn record_reconcile(&self, kind: &'static str, outcome: Outcome, elapsed: Duration) {
-        self.reconcile.record(
-            elapsed.as_secs_f64(),
-            &[
-                KeyValue::new("kind", kind),
-                KeyValue::new("result", outcome.as_str()),
-            ],
-        );
-    }
-}

@@ -64,6 +64,9 @@ label_enum! {
     Outcome {
         Ok => "ok",
         Error => "error",
+        /// A reconcile whose write lost an optimistic-concurrency race, or whose object went
+        /// away meanwhile: retried at once or over, not a failure.
+        Raced => "raced",
     }
 }
 

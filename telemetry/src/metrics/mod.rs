@@ -5,7 +5,8 @@
 //! drop-reason names, event names, resource kinds; compile-time constants in the callers), a
 //! dataplane's index in the control's configuration, or a plan or pool name, which goes
 //! through [`PlanLabels`], a set capped at [`MAX_PLANS`] names beyond which names are counted
-//! as `other`. So a series per subscriber cannot be created, even by mistake.
+//! as `other`, or a BNG resource's `namespace/name` from the operator's map of the BNGs that
+//! exist. So a series per subscriber cannot be created, even by mistake.
 //!
 //! | instrument (OTel) | Prometheus name | attributes |
 //! |---|---|---|
@@ -35,6 +36,8 @@
 //! | `kbng.dataplane.grpc.tls.reload_errors` | `kbng_dataplane_grpc_tls_reload_errors_total` | - |
 //! | `kbng.policer.packets` | `kbng_policer_packets_total` | `plan`, `direction`, `colour` |
 //! | `kbng.operator.reconcile.duration` (s) | `kbng_operator_reconcile_duration_seconds` | `kind`, `result` |
+//! | `kbng.licence.expiry_timestamp` (s) | `kbng_licence_expiry_timestamp_seconds` | `bng` |
+//! | `kbng.licence.valid` | `kbng_licence_valid` | `bng` |
 //!
 //! Vectors per call and cycles per packet are ratios of counters (VPP's `show runtime`):
 //! `rate(..._node_vectors_total) / rate(..._node_calls_total)` and
@@ -44,8 +47,9 @@
 mod control;
 mod dataplane;
 mod labels;
+mod operator;
 
-pub use control::{ControlMetrics, OperatorMetrics};
+pub use control::ControlMetrics;
 pub use dataplane::{
     ControlPathDrop, DataplaneMetrics, DataplaneSnapshot, DropCount, GrpcTlsCounts, NodeRuntime,
     PolicerCount, PortCount, WorkerStats,
@@ -53,3 +57,4 @@ pub use dataplane::{
 pub use labels::{
     AaaBackend, AaaResult, Colour, Direction, MAX_PLANS, Outcome, PlanLabels, SessionState,
 };
+pub use operator::{BngLicence, OperatorMetrics};
