@@ -42,6 +42,7 @@ use tokio_stream::wrappers::BroadcastStream;
 
 use crate::config::Config;
 use crate::core::aaa::parse_mac;
+use crate::core::engine::PlanChangeError;
 use crate::dataplane::{DpCmd, DpStatus};
 use crate::service::{ApiCmd, Filter, WatchEvent};
 
@@ -147,7 +148,13 @@ async fn change_plan(
         reply,
     })
     .await?
-    .map_err(|e| err(StatusCode::BAD_REQUEST, e))?;
+    .map_err(|e| {
+        let status = match e {
+            PlanChangeError::UnknownPlan(_) => StatusCode::BAD_REQUEST,
+            PlanChangeError::NoSession(_) => StatusCode::NOT_FOUND,
+        };
+        err(status, e.to_string())
+    })?;
     Ok(Json(json!({ "id": id })).into_response())
 }
 

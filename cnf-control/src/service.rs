@@ -181,7 +181,7 @@ pub enum ApiCmd {
     ChangePlan {
         id: SessionId,
         plan: String,
-        reply: oneshot::Sender<Result<(), String>>,
+        reply: oneshot::Sender<Result<(), crate::core::engine::PlanChangeError>>,
     },
 }
 

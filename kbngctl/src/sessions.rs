@@ -1,5 +1,6 @@
-//! `kbngctl sessions`: list (every page), show (with counters), watch (the change stream) and
-//! drain (release all, then wait until the control holds none).
+//! `kbngctl sessions`: list (every page), show (with counters), watch (the change stream),
+//! release one or a few, change one's plan, and drain (release all, then wait until the
+//! control holds none).
 
 use std::collections::HashMap;
 use std::io::Write as _;
@@ -57,6 +58,14 @@ pub enum SessionsCommand {
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// Release these sessions (locally and in the dataplanes), as a subscriber's RELEASE would:
+    /// the CPE's next DISCOVER starts a new one. Every id is tried; exit 1 if any failed.
+    Release {
+        #[arg(required = true)]
+        ids: Vec<u64>,
+    },
+    /// Move one session to another plan; the dataplane polices it at the new rates at once.
+    SetPlan { id: u64, plan: String },
     /// Release every session (locally and in the dataplanes) and wait until none remain.
     Drain {
         /// Give up waiting after this many seconds (exit 1, naming how many remain).
@@ -100,6 +109,8 @@ pub fn run(server: &ServerArgs, cmd: SessionsCommand) -> anyhow::Result<ExitCode
                 timeout,
                 output,
             } => watch(&c, count, timeout.map(Duration::from_secs), output).await,
+            SessionsCommand::Release { ids } => release(&c, &ids).await,
+            SessionsCommand::SetPlan { id, plan } => set_plan(&c, id, &plan).await,
             SessionsCommand::Drain { timeout } => drain(&c, Duration::from_secs(timeout)).await,
         }
     })
@@ -331,6 +342,39 @@ async fn watch(
             }
         }
     }
+}
+
+async fn release(c: &Client, ids: &[u64]) -> anyhow::Result<ExitCode> {
+    let mut failed = 0usize;
+    for id in ids {
+        match c
+            .call(Method::DELETE, &format!("/v1/sessions/{id}"), None)
+            .await
+        {
+            Ok(_) => println!("released session {id}"),
+            Err(e) => {
+                eprintln!("kbngctl: {e:#}");
+                failed += 1;
+            }
+        }
+    }
+    if failed > 0 {
+        eprintln!("kbngctl: {failed} of {} session(s) not released", ids.len());
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn set_plan(c: &Client, id: u64, plan: &str) -> anyhow::Result<ExitCode> {
+    let body = serde_json::to_vec(&serde_json::json!({ "plan": plan }))?;
+    c.call(
+        Method::PUT,
+        &format!("/v1/sessions/{id}/plan"),
+        Some(("application/json", body)),
+    )
+    .await?;
+    println!("session {id}: plan {plan}");
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn total(c: &Client) -> anyhow::Result<u64> {

@@ -280,6 +280,20 @@ fn subscribers_plans_sessions_and_a_valid_licence() {
     assert!(ok(&c, &["sessions", "drain", "--timeout", "5"]).contains("0 sessions remain"));
     let err = fails(&c, &["sessions", "show", "42"]);
     assert!(err.contains("404 Not Found: no session 42"), "{err}");
+    let err = fails(&c, &["sessions", "release", "42", "43"]);
+    assert!(
+        err.contains("404 Not Found: no session 42")
+            && err.contains("no session 43")
+            && err.contains("2 of 2 session(s) not released"),
+        "{err}"
+    );
+    let err = fails(&c, &["sessions", "set-plan", "42", "gold"]);
+    assert!(err.contains("404 Not Found: no session 42"), "{err}");
+    let err = fails(&c, &["sessions", "set-plan", "42", "platinum"]);
+    assert!(
+        err.contains("400 Bad Request: unknown plan \"platinum\""),
+        "{err}"
+    );
     let t0 = Instant::now();
     ok(&c, &["sessions", "watch", "--timeout", "1"]);
     assert!(t0.elapsed() < Duration::from_secs(5));

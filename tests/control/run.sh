@@ -78,7 +78,7 @@ cat >"$tmp/control.yaml" <<EOF
 dataplanes: ["unix:$sock"]
 pools:
   - {name: p0, cidr: 100.64.0.0/24, gateway: 100.64.0.1, leaseSecs: 600, dns: [192.0.2.53], exclusions: [100.64.0.2/31]}
-plans: [{name: gold, id: 10, rateBps: 100000000}]
+plans: [{name: gold, id: 10, rateBps: 100000000}, {name: bronze, id: 11, rateBps: 2000000}]
 defaultPlan: gold
 unknownSubscribers: captive
 subscribersFile: $tmp/subscribers.csv
@@ -292,6 +292,22 @@ if inns c5 timeout 30 udhcpc -i e0 -n -q -f -s /etc/udhcpc/default.script >>"$tm
 c5_id=$(apiget "/v1/sessions?ip=$(addr_of c5)" | jq_py 'd["sessions"][0]["id"]')
 kill "$watch_pid" 2>/dev/null; wait "$watch_pid" 2>/dev/null
 if grep -q "\"id\":$c5_id,\"state\":\"active\"" "$tmp/watch.ndjson"; then ok "kbngctl_watch_sees_onboarding (session $c5_id)"; else bad kbngctl_watch_sees_onboarding "$(head -5 "$tmp/watch.ndjson")"; fi
+
+# ---- one subscriber at a time, as an operator re-plans or clears one: the dataplane follows
+settled() { local i; for i in 1 2 3 4 5 6 7 8 9 10; do audit_clean >/dev/null && return 0; sleep 0.5; done; audit_clean; }
+said=$(kbngctl sessions set-plan "$c5_id" bronze 2>&1)
+plan_now=$(apiget "/v1/sessions/$c5_id" | jq_py 'd["planId"]')
+if [[ $said == "session $c5_id: plan bronze" && $plan_now == 11 ]] && aud=$(settled) && reach c5; then
+    ok "kbngctl_set_plan_reaches_the_dataplane (session $c5_id)"; else bad kbngctl_set_plan_reaches_the_dataplane "said=$said plan=$plan_now $aud"; fi
+said=$(kbngctl sessions release "$c5_id" 2>&1)
+for _ in 1 2 3 4 5 6 7 8 9 10; do
+    code=$(curl -s -o /dev/null -w '%{http_code}' "http://$api/v1/sessions/$c5_id")
+    [[ $code == 404 ]] && break
+    sleep 0.5
+done
+if [[ $said == "released session $c5_id" && $code == 404 ]] && aud=$(settled) &&
+    ! inns c5 curl -s -m 2 http://192.0.2.1:8080/ 2>/dev/null | grep -q kbng-core; then
+    ok "kbngctl_release_ends_one_session_everywhere (session $c5_id)"; else bad kbngctl_release_ends_one_session_everywhere "said=$said code=$code $aud"; fi
 
 # ---- a dataplane restarted with room for fewer sessions than the control holds: the control
 # keeps what fits, ends the rest, stays connected, and turns new subscribers away

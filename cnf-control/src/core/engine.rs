@@ -1109,20 +1109,20 @@ impl Engine {
         })
     }
 
-    /// CoA: a new plan by name.
+    /// CoA or the operator's API: a new plan by name.
     pub fn change_plan(
         &mut self,
         id: SessionId,
         plan: &str,
         now_ns: u64,
-    ) -> Result<Vec<Output>, String> {
+    ) -> Result<Vec<Output>, PlanChangeError> {
         let plan_id = *self
             .cfg
             .plans
             .get(plan)
-            .ok_or_else(|| format!("unknown plan {plan:?}"))?;
+            .ok_or_else(|| PlanChangeError::UnknownPlan(plan.to_string()))?;
         if !self.sessions.contains_key(&id) {
-            return Err(format!("no session {id}"));
+            return Err(PlanChangeError::NoSession(id));
         }
         let mut out = Vec::new();
         self.event(id, Event::PlanChanged { plan_id }, now_ns, &mut out);
@@ -1200,6 +1200,22 @@ pub struct Drained {
     pub last: SessionId,
     /// Sessions held in all, releasing ones included.
     pub remaining: usize,
+}
+
+/// Why [`Engine::change_plan`] refused: the API answers 400 for the one and 404 for the other.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlanChangeError {
+    UnknownPlan(String),
+    NoSession(SessionId),
+}
+
+impl std::fmt::Display for PlanChangeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::UnknownPlan(p) => write!(f, "unknown plan {p:?}"),
+            Self::NoSession(id) => write!(f, "no session {id}"),
+        }
+    }
 }
 
 /// The dataplane form of a bound session.

@@ -184,8 +184,14 @@ fn coa_changes_the_plan_of_a_live_session() {
     )));
     assert!(out.iter().any(|o| matches!(o, Output::Persist(_))));
     assert_eq!(e.desired(0)[0].plan_id, 11);
-    assert!(e.change_plan(id, "platinum", 6 * S).is_err());
-    assert!(e.change_plan(id + 100, "gold", 6 * S).is_err());
+    assert_eq!(
+        e.change_plan(id, "platinum", 6 * S).unwrap_err(),
+        PlanChangeError::UnknownPlan("platinum".into())
+    );
+    assert_eq!(
+        e.change_plan(id + 100, "gold", 6 * S).unwrap_err(),
+        PlanChangeError::NoSession(id + 100)
+    );
     assert_eq!(e.desired(0)[0].plan_id, 11, "failed changes change nothing");
 }
 
