@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use kbng_telemetry::metrics::{
     Colour, ControlPathDrop, DataplaneMetrics, DataplaneSnapshot, Direction, DropCount,
-    NodeRuntime, PolicerCount, PortCount, WorkerStats as WorkerSnapshot,
+    NodeRuntime, PolicerCount, PortCount, PortLink, WorkerStats as WorkerSnapshot,
 };
 use kbng_telemetry::{PrometheusExporter, TelemetryConfig, TelemetryError, TelemetryGuard};
 
@@ -306,6 +306,8 @@ pub struct Poller {
     scratch: Vec<(u32, u64, u32)>,
     /// The ports' counters as (port, counter, value), read each poll.
     ports: Vec<(&'static str, &'static str, u64)>,
+    /// The ports' links, read each poll.
+    links: Vec<PortLink>,
     /// The main core's control-path counters (none in tests that do not need them).
     paths: Option<Arc<ControlPathCounters>>,
     /// The gRPC listener's mutual TLS counters, when it has mutual TLS.
@@ -329,8 +331,12 @@ impl Poller {
                     .collect();
             }
             self.ports.clear();
+            self.links.clear();
             for p in &c.ports {
                 p.snapshot(&mut self.ports);
+                if let Some(up) = p.link_up() {
+                    self.links.push(PortLink { port: p.node(), up });
+                }
             }
             c.shadow
                 .plans()
@@ -511,6 +517,7 @@ impl Poller {
             ports,
             control_path,
             grpc_tls,
+            links: self.links.clone(),
         }
     }
 }

@@ -32,6 +32,22 @@ impl PortCounters {
         Self { node, reader }
     }
 
+    /// The port's role, as its rows name it.
+    pub fn node(&self) -> &'static str {
+        self.node
+    }
+
+    /// Whether the device reports its link up; `None` when it cannot say.
+    pub fn link_up(&self) -> Option<bool> {
+        match self.reader.link() {
+            Ok(l) => Some(l.up),
+            Err(e) => {
+                tracing::debug!(port = self.node, "port link: {e}");
+                None
+            }
+        }
+    }
+
     /// Appends this port's rows to `out`; a port whose counters cannot be read adds none (and
     /// says so at debug level: at shutdown the device may be going away).
     pub fn snapshot(&self, out: &mut Vec<(&'static str, &'static str, u64)>) {

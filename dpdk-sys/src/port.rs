@@ -153,6 +153,11 @@ impl PortStatsReader {
     pub fn stats(&self) -> Result<PortStats, DpdkError> {
         read_stats(self.shared.id)
     }
+
+    /// Link state, as [`Port::link`].
+    pub fn link(&self) -> Result<Link, DpdkError> {
+        read_link(self.shared.id)
+    }
 }
 
 /// Identity of the device behind a port, for reporting what the dataplane drives.
@@ -347,17 +352,7 @@ impl Port {
 
     /// Link state, without waiting for auto-negotiation.
     pub fn link(&self) -> Result<Link, DpdkError> {
-        let mut link = ffi::rte_eth_link::default();
-        // SAFETY: valid port id; link is a valid out pointer.
-        let ret = unsafe { ffi::rte_eth_link_get_nowait(self.id(), &mut link) };
-        if ret != 0 {
-            return Err(DpdkError::from_ret("rte_eth_link_get_nowait", ret));
-        }
-        Ok(Link {
-            up: u32::from(link.link_status()) == ffi::RTE_ETH_LINK_UP,
-            speed_mbps: link.link_speed,
-            full_duplex: u32::from(link.link_duplex()) == ffi::RTE_ETH_LINK_FULL_DUPLEX,
-        })
+        read_link(self.id())
     }
 
     /// Basic counters.
@@ -588,6 +583,23 @@ unsafe fn cstr_to_string(p: *const c_char) -> String {
     }
     // SAFETY: non-null and NUL-terminated per the caller.
     unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+/// `rte_eth_link_get_nowait` of port `id`, which the caller keeps open.
+fn read_link(id: u16) -> Result<Link, DpdkError> {
+    let mut link = ffi::rte_eth_link::default();
+    // SAFETY: `id` is a valid port that stays open for the call (the caller holds the `Port` or
+    // its `PortShared`); link is a valid out pointer. The nowait form only reads the state the
+    // PMD keeps (stored atomically by the driver), so another thread may poll the queues.
+    let ret = unsafe { ffi::rte_eth_link_get_nowait(id, &mut link) };
+    if ret != 0 {
+        return Err(DpdkError::from_ret("rte_eth_link_get_nowait", ret));
+    }
+    Ok(Link {
+        up: u32::from(link.link_status()) == ffi::RTE_ETH_LINK_UP,
+        speed_mbps: link.link_speed,
+        full_duplex: u32::from(link.link_duplex()) == ffi::RTE_ETH_LINK_FULL_DUPLEX,
+    })
 }
 
 /// `rte_eth_stats_get` of port `id`, which the caller keeps open (a `PortShared` is alive).

@@ -10,7 +10,7 @@ use std::time::Duration;
 use kbng_telemetry::metrics::{
     AaaBackend, AaaResult, BngLicence, Colour, ControlMetrics, ControlPathDrop, DataplaneMetrics,
     DataplaneSnapshot, Direction, DropCount, GrpcTlsCounts, NodeRuntime, OperatorMetrics, Outcome,
-    PolicerCount, PortCount, SessionState, WorkerStats,
+    PolicerCount, PortCount, PortLink, SessionState, WorkerStats,
 };
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
@@ -56,6 +56,16 @@ fn snapshot() -> DataplaneSnapshot {
             handshakes_timed_out: 1,
             reloads_failed: 2,
         }),
+        links: vec![
+            PortLink {
+                port: "port-access",
+                up: true,
+            },
+            PortLink {
+                port: "port-uplink",
+                up: false,
+            },
+        ],
     }
 }
 
@@ -156,6 +166,9 @@ async fn metrics_endpoint_serves_valid_prometheus_text() {
         r#"kbng_licence_expiry_timestamp_seconds{bng="bng/a"} 1798761600"#,
         r#"kbng_licence_valid{bng="bng/a"} 1"#,
         r#"kbng_licence_valid{bng="bng/missing"} 0"#,
+        "# TYPE kbng_dataplane_port_link_up gauge",
+        r#"kbng_dataplane_port_link_up{port="port-access"} 1"#,
+        r#"kbng_dataplane_port_link_up{port="port-uplink"} 0"#,
         "# TYPE kbng_dataplane_packets_total counter",
         r#"kbng_dataplane_packets_total{direction="down",worker="1"} 2000"#,
         r#"kbng_dataplane_io_bytes_total{direction="down",worker="0"} 3000000"#,

@@ -230,6 +230,11 @@ walledGarden: {{portalUrl: "http://portal.kbng.test/login", allowed: [{{prefix: 
         let n = sample(&body, r#"kbng_sessions{plan="gold",state="active"}"#)?;
         (code == 200 && n == 1.0).then_some(body)
     });
+    // Both af_packet ports run, so both report their link up.
+    for port in ["port-access", "port-uplink"] {
+        let key = format!(r#"kbng_dataplane_port_link_up{{port="{port}"}}"#);
+        assert_eq!(sample(&dp_body, &key), Some(1.0), "{key} in:\n{dp_body}");
+    }
     promtool_check("kbng-dataplane", &dp_body);
     promtool_check("kbng-control", &ctl_body);
 

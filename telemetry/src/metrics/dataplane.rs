@@ -3,12 +3,13 @@
 //! The dataplane's workers already keep per-core single-writer counters (VPP's scheme); an
 //! OTel call per burst would add hashing and a lock to the packet path. So the dataplane hands
 //! us a closure that snapshots those counters, and the SDK calls it at each collection (each
-//! OTLP export and each `/metrics` scrape). The instruments are cumulative counters.
+//! OTLP export and each `/metrics` scrape). The instruments are cumulative counters, but for
+//! the ports' link state, a gauge.
 
 use std::sync::Arc;
 
 use opentelemetry::KeyValue;
-use opentelemetry::metrics::{Meter, ObservableCounter};
+use opentelemetry::metrics::{Meter, ObservableCounter, ObservableGauge};
 
 use super::labels::{Colour, Direction, PlanLabels};
 
@@ -95,6 +96,8 @@ pub struct DataplaneSnapshot {
     pub control_path: Vec<ControlPathDrop>,
     /// The gRPC listener's mutual TLS, when it has it.
     pub grpc_tls: Option<GrpcTlsCounts>,
+    /// Each port's link; none for a port whose state could not be read.
+    pub links: Vec<PortLink>,
 }
 
 /// What the gRPC listener's mutual TLS refused or could not reload, since start.
@@ -106,6 +109,14 @@ pub struct GrpcTlsCounts {
     pub handshakes_timed_out: u64,
     /// Checks of the certificate files that found them changed but unusable.
     pub reloads_failed: u64,
+}
+
+/// One port's link as the device reports it at this collection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortLink {
+    /// The port's role as a node name (`"port-access"`, `"port-uplink"`).
+    pub port: &'static str,
+    pub up: bool,
 }
 
 /// Frames the main core's control path dropped for one reason, since start.
@@ -129,6 +140,7 @@ type Observe = fn(&DataplaneSnapshot, &PlanLabels, Sink<'_>);
 #[derive(Debug)]
 pub struct DataplaneMetrics {
     _instruments: Vec<ObservableCounter<u64>>,
+    _link: ObservableGauge<u64>,
 }
 
 fn worker(w: &WorkerStats) -> KeyValue {
@@ -137,7 +149,7 @@ fn worker(w: &WorkerStats) -> KeyValue {
 
 impl DataplaneMetrics {
     /// Registers the dataplane's instruments on `meter`, all reading from `source`. The
-    /// closure runs once per instrument per collection (eleven instruments, so eleven calls per
+    /// closure runs once per instrument per collection (twelve instruments, so twelve calls per
     /// export or scrape), on the collecting thread: it should only read the workers' counters.
     pub fn register<F>(meter: &Meter, source: F) -> Self
     where
@@ -307,8 +319,21 @@ impl DataplaneMetrics {
                 },
             ),
         ];
+        let link = meter
+            .u64_observable_gauge("kbng.dataplane.port.link_up")
+            .with_description(
+                "1 when the port's device reports its link up, 0 when down (read once a \
+                 second, without waiting for auto-negotiation), per port.",
+            )
+            .with_callback(move |g| {
+                for l in source().links {
+                    g.observe(u64::from(l.up), &[KeyValue::new("port", l.port)]);
+                }
+            })
+            .build();
         Self {
             _instruments: instruments,
+            _link: link,
         }
     }
 }

@@ -52,7 +52,7 @@ mod operator;
 pub use control::ControlMetrics;
 pub use dataplane::{
     ControlPathDrop, DataplaneMetrics, DataplaneSnapshot, DropCount, GrpcTlsCounts, NodeRuntime,
-    PolicerCount, PortCount, WorkerStats,
+    PolicerCount, PortCount, PortLink, WorkerStats,
 };
 pub use labels::{
     AaaBackend, AaaResult, Colour, Direction, MAX_PLANS, Outcome, PlanLabels, SessionState,

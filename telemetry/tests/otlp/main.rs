@@ -124,6 +124,7 @@ async fn otlp_child() {
         ports: vec![],
         control_path: vec![],
         grpc_tls: None,
+        links: vec![],
     });
     drop(guard); // flushes every exporter before the process exits
 }
