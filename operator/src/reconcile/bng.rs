@@ -341,9 +341,11 @@ fn selector(bng: &str, component: &str) -> String {
 
 async fn converge(bng: &Bng, ns: &str, ctx: &Context) -> Result<Action, ReconcileError> {
     let name = bng.name_any();
+    // The BNG's key in the operator's gauges (`namespace/name`).
+    let key = format!("{ns}/{name}");
     let now = now_secs();
     let (licence, signed) = licence_state(bng, ns, ctx, now).await?;
-    ctx.set_bng_licence(&format!("{ns}/{name}"), Some(&licence));
+    ctx.set_bng_licence(&key, Some(&licence));
     let plans = plan_states(bng, ns, ctx).await?;
     let valid: Vec<Plan> = plans
         .iter()
@@ -399,7 +401,6 @@ async fn converge(bng: &Bng, ns: &str, ctx: &Context) -> Result<Action, Reconcil
         .map(placement::dataplane_status)
         .collect();
     dataplanes.sort_by(|a, b| a.pod.cmp(&b.pod));
-    let key = format!("{ns}/{name}");
     let control = match control_report(ctx, ns, &name, token.as_deref()).await {
         Ok(report) => {
             merge_report(&mut dataplanes, &report);
@@ -659,8 +660,9 @@ async fn release(bng: &Bng, ns: &str, ctx: &Context) -> Result<Action, Reconcile
         serde_json::json!({ "finalizers": finalizers }),
     )
     .await?;
-    ctx.set_plan_sessions(&format!("{ns}/{}", bng.name_any()), None);
-    ctx.set_bng_licence(&format!("{ns}/{}", bng.name_any()), None);
+    let key = format!("{ns}/{}", bng.name_any());
+    ctx.set_plan_sessions(&key, None);
+    ctx.set_bng_licence(&key, None);
     info!(bng = %bng.name_any(), namespace = ns, "finalizer removed");
     Ok(Action::await_change())
 }

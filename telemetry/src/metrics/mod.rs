@@ -34,6 +34,7 @@
 //! | `kbng.dataplane.control_path.drops` | `kbng_dataplane_control_path_drops_total` | `reason` |
 //! | `kbng.dataplane.grpc.tls.refused` | `kbng_dataplane_grpc_tls_refused_total` | `reason` |
 //! | `kbng.dataplane.grpc.tls.reload_errors` | `kbng_dataplane_grpc_tls_reload_errors_total` | - |
+//! | `kbng.dataplane.port.link_up` | `kbng_dataplane_port_link_up` | `port` |
 //! | `kbng.policer.packets` | `kbng_policer_packets_total` | `plan`, `direction`, `colour` |
 //! | `kbng.operator.reconcile.duration` (s) | `kbng_operator_reconcile_duration_seconds` | `kind`, `result` |
 //! | `kbng.licence.expiry_timestamp` (s) | `kbng_licence_expiry_timestamp_seconds` | `bng` |
