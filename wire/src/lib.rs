@@ -9,6 +9,8 @@
 //! - Hot-path modules ([`ethernet`], [`ipv4`], [`udp`], [`tcp`], [`arp`],
 //!   [`checksum`]) never allocate. Control-plane modules ([`dhcpv4`],
 //!   [`radius`]) may allocate in their `Repr` types and builders.
+//! - [`x509`] reads a certificate's validity period, for the processes'
+//!   certificate-expiry metrics; it allocates nothing either.
 //! - Emitters write into caller-provided buffers and return the length
 //!   written, or [`WireError::BufferTooSmall`]; they never grow a buffer.
 //! - One error type, [`WireError`], for every parser and emitter.
@@ -44,6 +46,7 @@ pub mod radius_builder;
 pub mod radius_coa;
 pub mod tcp;
 pub mod udp;
+pub mod x509;
 
 pub use arp::{ArpOp, ArpPacket, ArpRepr};
 pub use cidr::Ipv4Cidr;
