@@ -2,8 +2,14 @@
 //! checks each dataplane's against a CA. A dataplane installs whatever sessions its client
 //! sends, so on a shared network both ends must know who they talk to. The files are read at
 //! every connection, so a renewed certificate is used from the next one without a restart.
+//! When their certificates expire is exported ([`export_expiry`]): a renewal that never
+//! reaches the mounted files shows there weeks before the control is locked out.
 
 use std::path::PathBuf;
+use std::time::Duration;
+
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
 
 use serde::Deserialize;
 use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
@@ -44,6 +50,51 @@ impl DataplaneTlsFile {
                 .map_err(|e| format!("dataplaneTls: {}", crate::dataplane::error_chain(&e)))
         });
         parsed.map_err(|e| problems.push(e)).is_ok()
+    }
+}
+
+/// How often [`export_expiry`] reads the files again (the kubelet refreshes a mounted Secret
+/// about once a minute).
+pub const EXPIRY_CHECK_EVERY: Duration = Duration::from_secs(30);
+
+/// The earliest notAfter (Unix seconds) of the certificates in a PEM file; none when the file
+/// holds no certificate or one whose validity cannot be read.
+pub fn earliest_not_after(pem: &[u8]) -> Option<i64> {
+    let certs = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .ok()?;
+    kbng_wire::x509::earliest_not_after(certs.iter().map(|c| c.as_ref()))
+}
+
+/// Exports when `files`' client chain and CAs expire, read now and every
+/// [`EXPIRY_CHECK_EVERY`]; a file that cannot be read or parsed keeps its last value and is
+/// logged once (connections report their own errors).
+pub async fn export_expiry(files: DataplaneTlsFile) {
+    let mut tick = tokio::time::interval(EXPIRY_CHECK_EVERY);
+    let mut unreadable: Vec<&'static str> = Vec::new();
+    loop {
+        tick.tick().await;
+        for (file, path) in [("cert", &files.cert_file), ("ca", &files.ca_file)] {
+            let at = tokio::fs::read(path)
+                .await
+                .ok()
+                .and_then(|pem| earliest_not_after(&pem));
+            match at {
+                Some(at) => {
+                    unreadable.retain(|f| *f != file);
+                    crate::health_metrics::dataplane_tls_expiry(file, at);
+                }
+                None if !unreadable.contains(&file) => {
+                    unreadable.push(file);
+                    tracing::warn!(
+                        path = %path.display(),
+                        "dataplaneTls: no certificate expiry could be read; its metric keeps \
+                         the last value"
+                    );
+                }
+                None => {}
+            }
+        }
     }
 }
 

@@ -1,7 +1,8 @@
 //! The control's health as metrics, for the chart's alerting rules
 //! (`charts/kbng/alerts/kbng.rules.yaml`): address pools, the engine's event counters, failed
-//! store commits, and each dataplane's connection and what its reconciles repaired. Recorded
-//! on the process's observer ([`crate::observe`]); nothing happens without one.
+//! store commits, each dataplane's connection and what its reconciles repaired, and when the
+//! dataplane TLS certificates expire. Recorded on the process's observer ([`crate::observe`]);
+//! nothing happens without one.
 
 use std::collections::HashMap;
 
@@ -62,6 +63,14 @@ impl HealthFeed {
 pub fn dataplane_connected(index: u32, connected: bool) {
     if let Some(m) = observe::metrics() {
         m.set_dataplane_connected(index, connected);
+    }
+}
+
+/// The certificates of the dataplane TLS file `file` (`"cert"`, `"ca"`) expire at this Unix
+/// time.
+pub fn dataplane_tls_expiry(file: &'static str, not_after_unix_secs: i64) {
+    if let Some(m) = observe::metrics() {
+        m.set_dataplane_tls_expiry(file, not_after_unix_secs);
     }
 }
 

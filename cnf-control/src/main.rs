@@ -146,6 +146,9 @@ async fn main() -> anyhow::Result<()> {
     let mut dps = Vec::new();
     let mut statuses = Vec::new();
     let targets = Target::all(&cfg.dataplanes, cfg.dataplane_tls.as_ref());
+    if let Some(files) = &cfg.dataplane_tls {
+        tokio::spawn(kbng_control::dataplane_tls::export_expiry(files.clone()));
+    }
     for (i, target) in targets.iter().enumerate() {
         let (tx, rx) = mpsc::unbounded_channel();
         let status = Arc::new(Mutex::new(DpStatus {

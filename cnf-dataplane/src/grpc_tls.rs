@@ -10,10 +10,11 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 use kbng_telemetry::metrics::GrpcTlsCounts;
+use kbng_wire::x509::earliest_not_after;
 use rustls::RootCertStore;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -40,12 +41,30 @@ pub struct TlsFiles {
 /// What the listener refused, and renewals it could not take, since start. A refusal is
 /// either a stranger or our own control after a botched renewal; the logs say which peer,
 /// these say how often, so that an alert can fire before a control restart finds itself
-/// locked out.
-#[derive(Debug, Default)]
+/// locked out. Beside them, when what is loaded expires: a renewal that never loads is
+/// otherwise silent until that moment.
+#[derive(Debug)]
 pub struct TlsCounters {
     handshakes_failed: AtomicU64,
     handshakes_timed_out: AtomicU64,
     reloads_failed: AtomicU64,
+    cert_not_after: AtomicI64,
+    client_ca_not_after: AtomicI64,
+}
+
+/// In the expiry fields: not known (a certificate whose validity could not be read).
+const UNKNOWN: i64 = i64::MIN;
+
+impl Default for TlsCounters {
+    fn default() -> Self {
+        Self {
+            handshakes_failed: AtomicU64::new(0),
+            handshakes_timed_out: AtomicU64::new(0),
+            reloads_failed: AtomicU64::new(0),
+            cert_not_after: AtomicI64::new(UNKNOWN),
+            client_ca_not_after: AtomicI64::new(UNKNOWN),
+        }
+    }
 }
 
 impl TlsCounters {
@@ -54,11 +73,21 @@ impl TlsCounters {
     }
 
     pub fn read(&self) -> GrpcTlsCounts {
+        let at = |a: &AtomicI64| Some(a.load(Ordering::Relaxed)).filter(|&t| t != UNKNOWN);
         GrpcTlsCounts {
             handshakes_failed: self.handshakes_failed.load(Ordering::Relaxed),
             handshakes_timed_out: self.handshakes_timed_out.load(Ordering::Relaxed),
             reloads_failed: self.reloads_failed.load(Ordering::Relaxed),
+            cert_not_after: at(&self.cert_not_after),
+            client_ca_not_after: at(&self.client_ca_not_after),
         }
+    }
+
+    fn set_expiry(&self, e: Expiry) {
+        self.cert_not_after
+            .store(e.cert.unwrap_or(UNKNOWN), Ordering::Relaxed);
+        self.client_ca_not_after
+            .store(e.client_ca.unwrap_or(UNKNOWN), Ordering::Relaxed);
     }
 }
 
@@ -67,12 +96,15 @@ impl TlsCounters {
 pub struct Loaded {
     bytes: [Vec<u8>; 3],
     acceptor: TlsAcceptor,
+    expiry: Expiry,
 }
 
-impl std::fmt::Debug for Loaded {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Loaded(..)")
-    }
+/// The earliest notAfter (Unix seconds) of the served chain and of the client CAs; none for a
+/// file with a certificate whose validity could not be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Expiry {
+    pub cert: Option<i64>,
+    pub client_ca: Option<i64>,
 }
 
 impl TlsFiles {
@@ -90,12 +122,22 @@ impl TlsFiles {
     /// Read and parse the files; the error names the flag whose file is at fault.
     pub fn load(&self) -> Result<Loaded, String> {
         let bytes = self.read()?;
-        let acceptor = acceptor(&bytes)?;
-        Ok(Loaded { bytes, acceptor })
+        let (acceptor, expiry) = acceptor(&bytes)?;
+        Ok(Loaded {
+            bytes,
+            acceptor,
+            expiry,
+        })
     }
 }
 
-fn acceptor([cert, key, ca]: &[Vec<u8>; 3]) -> Result<TlsAcceptor, String> {
+impl std::fmt::Debug for Loaded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Loaded(..)")
+    }
+}
+
+fn acceptor([cert, key, ca]: &[Vec<u8>; 3]) -> Result<(TlsAcceptor, Expiry), String> {
     let chain = CertificateDer::pem_slice_iter(cert)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("--grpc-tls-cert: {e}"))?;
@@ -103,9 +145,23 @@ fn acceptor([cert, key, ca]: &[Vec<u8>; 3]) -> Result<TlsAcceptor, String> {
         return Err("--grpc-tls-cert: no certificate in the file".into());
     }
     let key = PrivateKeyDer::from_pem_slice(key).map_err(|e| format!("--grpc-tls-key: {e}"))?;
+    let cas = CertificateDer::pem_slice_iter(ca)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("--grpc-tls-client-ca: {e}"))?;
+    let expiry = Expiry {
+        cert: earliest_not_after(chain.iter().map(|c| c.as_ref())),
+        client_ca: earliest_not_after(cas.iter().map(|c| c.as_ref())),
+    };
+    for (flag, at) in [
+        ("--grpc-tls-cert", expiry.cert),
+        ("--grpc-tls-client-ca", expiry.client_ca),
+    ] {
+        if at.is_none() {
+            tracing::warn!("{flag}: a certificate's validity could not be read; no expiry metric");
+        }
+    }
     let mut roots = RootCertStore::empty();
-    for c in CertificateDer::pem_slice_iter(ca) {
-        let c = c.map_err(|e| format!("--grpc-tls-client-ca: {e}"))?;
+    for c in cas {
         roots
             .add(c)
             .map_err(|e| format!("--grpc-tls-client-ca: {e}"))?;
@@ -122,7 +178,7 @@ fn acceptor([cert, key, ca]: &[Vec<u8>; 3]) -> Result<TlsAcceptor, String> {
         .map_err(|e| format!("--grpc-tls-cert, --grpc-tls-key: {e}"))?;
     // gRPC is HTTP/2; clients insist on negotiating it.
     config.alpn_protocols = vec![b"h2".to_vec()];
-    Ok(TlsAcceptor::from(Arc::new(config)))
+    Ok((TlsAcceptor::from(Arc::new(config)), expiry))
 }
 
 /// Accept on `listener` for as long as the receiver is held: every connection that completes
@@ -135,6 +191,7 @@ pub fn incoming(
     counters: Arc<TlsCounters>,
 ) -> mpsc::Receiver<std::io::Result<TlsStream<TcpStream>>> {
     let (tx, rx) = mpsc::channel(64);
+    counters.set_expiry(first.expiry);
     tokio::spawn(async move {
         let mut current = first;
         let mut last_error: Option<String> = None;
@@ -147,7 +204,10 @@ pub fn incoming(
                 r = listener.accept() => r,
                 _ = check.tick() => {
                     match reload(&files, &mut current) {
-                        Ok(()) => last_error = None,
+                        Ok(()) => {
+                            counters.set_expiry(current.expiry);
+                            last_error = None
+                        }
                         Err(e) => {
                             TlsCounters::inc(&counters.reloads_failed);
                             if last_error.as_ref() != Some(&e) {
@@ -198,9 +258,13 @@ fn reload(files: &TlsFiles, current: &mut Loaded) -> Result<(), String> {
     if bytes == current.bytes {
         return Ok(());
     }
-    let acceptor =
+    let (acceptor, expiry) =
         acceptor(&bytes).map_err(|e| format!("gRPC TLS files changed but do not load ({e})"))?;
-    *current = Loaded { bytes, acceptor };
+    *current = Loaded {
+        bytes,
+        acceptor,
+        expiry,
+    };
     tracing::info!("gRPC TLS certificate and CA reloaded");
     Ok(())
 }

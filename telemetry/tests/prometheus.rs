@@ -55,6 +55,9 @@ fn snapshot() -> DataplaneSnapshot {
             handshakes_failed: 3,
             handshakes_timed_out: 1,
             reloads_failed: 2,
+            cert_not_after: Some(2_111_773_675),
+            // A CA whose validity could not be read: no series rather than a wrong one.
+            client_ca_not_after: None,
         }),
         links: vec![
             PortLink {
@@ -113,6 +116,7 @@ async fn metrics_endpoint_serves_valid_prometheus_text() {
     control.set_dataplane_connected(0, true);
     control.set_dataplane_connected(1, false);
     control.add_reconciled(0, 2, 1, 0);
+    control.set_dataplane_tls_expiry("cert", 1_796_413_675);
     let operator = OperatorMetrics::new(&meter);
     operator.record_reconcile("BNG", Outcome::Ok, Duration::from_millis(30));
     let licence = |valid, expires_unix_secs| {
@@ -161,6 +165,7 @@ async fn metrics_endpoint_serves_valid_prometheus_text() {
         r#"kbng_control_reconcile_sessions_total{dataplane="0",kind="leak"} 2"#,
         r#"kbng_control_reconcile_sessions_total{dataplane="0",kind="orphan"} 1"#,
         r#"kbng_control_reconcile_sessions_total{dataplane="0",kind="mismatch"} 0"#,
+        r#"kbng_control_dataplane_tls_expiry_timestamp_seconds{file="cert"} 1796413675"#,
         r#"kbng_operator_reconcile_duration_seconds_count{kind="BNG",result="ok"} 1"#,
         "# TYPE kbng_licence_expiry_timestamp_seconds gauge",
         r#"kbng_licence_expiry_timestamp_seconds{bng="bng/a"} 1798761600"#,
@@ -181,6 +186,7 @@ async fn metrics_endpoint_serves_valid_prometheus_text() {
         r#"kbng_dataplane_grpc_tls_refused_total{reason="handshake failed"} 3"#,
         r#"kbng_dataplane_grpc_tls_refused_total{reason="handshake timed out"} 1"#,
         "kbng_dataplane_grpc_tls_reload_errors_total 2",
+        r#"kbng_dataplane_grpc_tls_expiry_timestamp_seconds{file="cert"} 2111773675"#,
     ] {
         assert!(
             body.lines().any(|l| l == line),
@@ -189,8 +195,10 @@ async fn metrics_endpoint_serves_valid_prometheus_text() {
     }
     assert!(
         !body.contains("bng/deleted")
-            && !body.contains(r#"kbng_licence_expiry_timestamp_seconds{bng="bng/missing"}"#),
-        "a deleted BNG, or the expiry of a missing Licence, has a series:\n{body}"
+            && !body.contains(r#"kbng_licence_expiry_timestamp_seconds{bng="bng/missing"}"#)
+            && !body.contains(r#"file="client-ca""#),
+        "a deleted BNG, the expiry of a missing Licence, or of a CA not read, has a \
+         series:\n{body}"
     );
     let target_info = body
         .lines()

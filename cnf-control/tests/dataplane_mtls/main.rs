@@ -8,7 +8,10 @@
 //! control's own client code cannot reach the TLS listener in plaintext, without a client
 //! certificate, or trusting only the stranger's CA. The dataplane counts each refusal on
 //! `/metrics`, a client that never starts its handshake as timed out, and each check that finds
-//! a renewal it cannot load. The dataplane runs on `net_null` ports.
+//! a renewal it cannot load; the expiry it exports for its certificate and client CA is what
+//! openssl reads from the files it holds, before and after a renewal, and so is the control's
+//! for its own certificate and CA. The dataplane runs on
+//! `net_null` ports.
 //!
 //! Needs root, `openssl` and a `kbng-dataplane` binary built from the current sources next to
 //! `kbng-control`. Skipped with a message when any is missing, unless `KBNG_E2E_REQUIRED=1`.
@@ -48,9 +51,10 @@ fn openssl(dir: &Path, args: &[&str]) {
     );
 }
 
-/// A CA `name`.crt/.key, and a leaf `name`-leaf.crt/.key it signs for localhost and
-/// 127.0.0.1, usable as server and as client.
-fn issue(dir: &Path, name: &str) {
+/// A CA `name`.crt/.key valid for `days`, and a leaf `name`-leaf.crt/.key it signs for
+/// localhost and 127.0.0.1, usable as server and as client, valid for a day less.
+fn issue(dir: &Path, name: &str, days: u32) {
+    let (ca_days, leaf_days) = (days.to_string(), (days - 1).to_string());
     let (ca_key, ca_crt) = (format!("{name}.key"), format!("{name}.crt"));
     let (key, csr, crt) = (
         format!("{name}-leaf.key"),
@@ -66,7 +70,7 @@ fn issue(dir: &Path, name: &str) {
     ];
     let mut a = vec!["req", "-x509"];
     a.extend(ec);
-    a.extend(["-keyout", &ca_key, "-out", &ca_crt, "-days", "2"]);
+    a.extend(["-keyout", &ca_key, "-out", &ca_crt, "-days", &ca_days]);
     let subj = format!("/CN={name} CA");
     a.extend(["-subj", &subj]);
     openssl(dir, &a);
@@ -95,7 +99,7 @@ fn issue(dir: &Path, name: &str) {
             "-out",
             &crt,
             "-days",
-            "2",
+            &leaf_days,
             "-extfile",
             "leaf.ext",
         ],
@@ -196,8 +200,9 @@ async fn control_and_dataplane_speak_mutual_tls() {
     let tmp = TempDir(std::env::temp_dir().join(format!("kbng-mtls-{}", std::process::id())));
     let dir = tmp.0.clone();
     std::fs::create_dir_all(&dir).unwrap();
-    for ca in ["ours", "stranger", "renewed"] {
-        issue(&dir, ca);
+    // Different lifetimes, so that the expiry the dataplane exports tells them apart.
+    for (ca, days) in [("ours", 3), ("stranger", 7), ("renewed", 5)] {
+        issue(&dir, ca, days);
     }
     install_dataplane_files(&dir, "ours");
     let log = |n: &str| std::fs::File::create(dir.join(n)).unwrap();
@@ -239,6 +244,7 @@ async fn control_and_dataplane_speak_mutual_tls() {
     wait_for("the dataplane answers over mutual TLS", 60, || {
         futures_block(answers(&good)).ok()
     });
+    expiry_is(metrics, &dir, "ours");
 
     // Refused: plaintext, no client certificate, a stranger's client certificate, and a
     // client that trusts only the stranger's CA (the dataplane's certificate is not theirs).
@@ -285,9 +291,11 @@ async fn control_and_dataplane_speak_mutual_tls() {
     for (run, leaf, connected) in [("stranger", "stranger", false), ("ours", "ours", true)] {
         let api = free_port();
         let cfg = control_config(&dir, run, &url, ("ours", leaf), &api.to_string());
+        let ctl_metrics = free_port();
         let child = Command::new(&ctl)
             .arg("--config")
             .arg(&cfg)
+            .args(["--metrics-listen", &ctl_metrics.to_string()])
             .stdout(log(&format!("control-{run}.log")))
             .stderr(log(&format!("control-{run}.err.log")))
             .spawn()
@@ -307,6 +315,22 @@ async fn control_and_dataplane_speak_mutual_tls() {
             },
         );
         assert_eq!(status["connected"], connected, "control {run}: {status}");
+        // Exported whether or not the dataplane lets it in: the files are what expires.
+        for (file, cert) in [
+            ("cert", format!("{leaf}-leaf.crt")),
+            ("ca", "ours.crt".into()),
+        ] {
+            let want = not_after(&dir.join(&cert));
+            let name =
+                format!("kbng_control_dataplane_tls_expiry_timestamp_seconds{{file=\"{file}\"}} ");
+            let got = wait_for(&format!("control {run}: expiry of {file}"), 20, || {
+                let (_, body) = http_get(ctl_metrics, "/metrics").ok()?;
+                body.lines()
+                    .find_map(|l| l.strip_prefix(&name))
+                    .and_then(|v| v.parse::<u64>().ok())
+            });
+            assert_eq!(got, want, "control {run}: expiry of {file}, against {cert}");
+        }
         if connected {
             renewal_keeps_the_connection_and_changes_who_gets_in(&dir, &url, api, metrics).await;
         } else {
@@ -343,6 +367,46 @@ fn counted_refusal(metrics: std::net::SocketAddr, before: u64, what: &str) -> u6
     })
 }
 
+/// The dataplane's exported expiry of its certificate and client CA are those of `name`'s leaf
+/// and CA, as openssl reads them.
+fn expiry_is(metrics: std::net::SocketAddr, dir: &Path, name: &str) {
+    for (file, cert) in [
+        ("cert", format!("{name}-leaf.crt")),
+        ("client-ca", format!("{name}.crt")),
+    ] {
+        let want = not_after(&dir.join(&cert));
+        let got = tls_metric(
+            metrics,
+            &format!("expiry_timestamp_seconds{{file=\"{file}\"}}"),
+        );
+        assert_eq!(
+            got,
+            Some(want),
+            "expiry of {file} on /metrics, against {cert}"
+        );
+    }
+}
+
+/// A certificate's notAfter in Unix seconds, from `openssl x509 -enddate` and `date`.
+fn not_after(cert: &Path) -> u64 {
+    let out = Command::new("openssl")
+        .args(["x509", "-noout", "-enddate", "-in"])
+        .arg(cert)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let when = text.trim().strip_prefix("notAfter=").unwrap().to_string();
+    let out = Command::new("date")
+        .args(["-u", "+%s", "-d", &when])
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
 /// A `kbng_dataplane_grpc_tls_*` sample of the dataplane's `/metrics` (`name` without the
 /// prefix, with its labels).
 fn tls_metric(metrics: std::net::SocketAddr, name: &str) -> Option<u64> {
@@ -374,11 +438,13 @@ async fn renewal_keeps_the_connection_and_changes_who_gets_in(
     answers(&https(url, dir, "ours", "ours"))
         .await
         .expect("the old certificate still serves after a renewal that does not load");
+    expiry_is(metrics, dir, "ours");
     install_dataplane_files(dir, "renewed");
     let renewed = https(url, dir, "renewed", "renewed");
     wait_for("the dataplane takes the renewed certificate", 30, || {
         futures_block(answers(&renewed)).ok()
     });
+    expiry_is(metrics, dir, "renewed");
     let old = answers(&https(url, dir, "ours", "ours")).await;
     assert!(
         old.is_err(),

@@ -51,6 +51,7 @@ pub struct ControlMetrics {
     api_unauthorized: Counter<u64>,
     dp_connected: Gauge<u64>,
     reconciled: Counter<u64>,
+    dp_tls_expiry: Gauge<i64>,
 }
 
 impl ControlMetrics {
@@ -129,6 +130,11 @@ impl ControlMetrics {
                 .with_unit("{session}")
                 .with_description("Sessions a reconcile with a dataplane found wrong, by kind (leak, orphan, mismatch).")
                 .build(),
+            dp_tls_expiry: meter
+                .i64_gauge("kbng.control.dataplane.tls.expiry_timestamp")
+                .with_unit("s")
+                .with_description("When the control's dataplane TLS files stop being valid (the earliest notAfter, Unix time), per file: `cert` (the client chain it presents) and `ca` (the CAs it trusts dataplanes by).")
+                .build(),
         }
     }
 
@@ -203,6 +209,12 @@ impl ControlMetrics {
             u64::from(connected),
             &[KeyValue::new("dataplane", i64::from(index))],
         );
+    }
+
+    /// When the certificates of the dataplane TLS file `file` (`"cert"`, `"ca"`) expire.
+    pub fn set_dataplane_tls_expiry(&self, file: &'static str, not_after_unix_secs: i64) {
+        self.dp_tls_expiry
+            .record(not_after_unix_secs, &[KeyValue::new("file", file)]);
     }
 
     /// A reconcile with dataplane `index` found these sessions wrong.

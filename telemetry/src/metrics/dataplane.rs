@@ -4,7 +4,7 @@
 //! OTel call per burst would add hashing and a lock to the packet path. So the dataplane hands
 //! us a closure that snapshots those counters, and the SDK calls it at each collection (each
 //! OTLP export and each `/metrics` scrape). The instruments are cumulative counters, but for
-//! the ports' link state, a gauge.
+//! the ports' link state and the gRPC certificates' expiry, gauges.
 
 use std::sync::Arc;
 
@@ -109,6 +109,12 @@ pub struct GrpcTlsCounts {
     pub handshakes_timed_out: u64,
     /// Checks of the certificate files that found them changed but unusable.
     pub reloads_failed: u64,
+    /// When the certificate chain the listener presents stops being valid (the earliest
+    /// notAfter of the chain, Unix seconds); none when a certificate's validity could not be
+    /// read.
+    pub cert_not_after: Option<i64>,
+    /// When the first of the CA certificates that admit clients expires (Unix seconds).
+    pub client_ca_not_after: Option<i64>,
 }
 
 /// One port's link as the device reports it at this collection.
@@ -141,6 +147,7 @@ type Observe = fn(&DataplaneSnapshot, &PlanLabels, Sink<'_>);
 pub struct DataplaneMetrics {
     _instruments: Vec<ObservableCounter<u64>>,
     _link: ObservableGauge<u64>,
+    _tls_expiry: ObservableGauge<i64>,
 }
 
 fn worker(w: &WorkerStats) -> KeyValue {
@@ -149,7 +156,7 @@ fn worker(w: &WorkerStats) -> KeyValue {
 
 impl DataplaneMetrics {
     /// Registers the dataplane's instruments on `meter`, all reading from `source`. The
-    /// closure runs once per instrument per collection (twelve instruments, so twelve calls per
+    /// closure runs once per instrument per collection (thirteen instruments, so thirteen calls per
     /// export or scrape), on the collecting thread: it should only read the workers' counters.
     pub fn register<F>(meter: &Meter, source: F) -> Self
     where
@@ -319,6 +326,7 @@ impl DataplaneMetrics {
                 },
             ),
         ];
+        let source_tls = Arc::clone(&source);
         let link = meter
             .u64_observable_gauge("kbng.dataplane.port.link_up")
             .with_description(
@@ -331,9 +339,33 @@ impl DataplaneMetrics {
                 }
             })
             .build();
+        let tls_expiry = meter
+            .i64_observable_gauge("kbng.dataplane.grpc.tls.expiry_timestamp")
+            .with_unit("s")
+            .with_description(
+                "When the certificates the gRPC listener holds stop being valid (notAfter, Unix \
+                 time), per file: `cert` (the earliest of the served chain) and `client-ca` \
+                 (the earliest CA that admits the control). Read from what is loaded, so a \
+                 renewal that never reached the process shows here.",
+            )
+            .with_callback(move |g| {
+                let Some(t) = source_tls().grpc_tls else {
+                    return;
+                };
+                for (file, at) in [
+                    ("cert", t.cert_not_after),
+                    ("client-ca", t.client_ca_not_after),
+                ] {
+                    if let Some(at) = at {
+                        g.observe(at, &[KeyValue::new("file", file)]);
+                    }
+                }
+            })
+            .build();
         Self {
             _instruments: instruments,
             _link: link,
+            _tls_expiry: tls_expiry,
         }
     }
 }

@@ -24,6 +24,7 @@
 //! | `kbng.control.api.unauthorized` | `kbng_control_api_unauthorized_total` | - |
 //! | `kbng.control.dataplane.connected` | `kbng_control_dataplane_connected` | `dataplane` |
 //! | `kbng.control.reconcile.sessions` | `kbng_control_reconcile_sessions_total` | `dataplane`, `kind` |
+//! | `kbng.control.dataplane.tls.expiry_timestamp` (s) | `kbng_control_dataplane_tls_expiry_timestamp_seconds` | `file` |
 //! | `kbng.dataplane.packets` | `kbng_dataplane_packets_total` | `worker`, `direction` |
 //! | `kbng.dataplane.io` (By) | `kbng_dataplane_io_bytes_total` | `worker`, `direction` |
 //! | `kbng.dataplane.drops` | `kbng_dataplane_drops_total` | `worker`, `node`, `reason` |
@@ -35,6 +36,7 @@
 //! | `kbng.dataplane.grpc.tls.refused` | `kbng_dataplane_grpc_tls_refused_total` | `reason` |
 //! | `kbng.dataplane.grpc.tls.reload_errors` | `kbng_dataplane_grpc_tls_reload_errors_total` | - |
 //! | `kbng.dataplane.port.link_up` | `kbng_dataplane_port_link_up` | `port` |
+//! | `kbng.dataplane.grpc.tls.expiry_timestamp` (s) | `kbng_dataplane_grpc_tls_expiry_timestamp_seconds` | `file` |
 //! | `kbng.policer.packets` | `kbng_policer_packets_total` | `plan`, `direction`, `colour` |
 //! | `kbng.operator.reconcile.duration` (s) | `kbng_operator_reconcile_duration_seconds` | `kind`, `result` |
 //! | `kbng.licence.expiry_timestamp` (s) | `kbng_licence_expiry_timestamp_seconds` | `bng` |
