@@ -286,6 +286,14 @@ impl Dataplane for DataplaneService {
         let mut id = (*self.identity).clone();
         id.sessions = c.shadow.len() as u64;
         id.plans = c.shadow.plan_count() as u32;
+        // The link as it is now, not as it was at start: `kbngctl status` reads it from here.
+        // Both lists are (access, uplink); a port that cannot say keeps its start-up state.
+        for (p, counters) in id.ports.iter_mut().zip(&c.ports) {
+            if let Some(l) = counters.link() {
+                p.link_up = l.up;
+                p.speed_mbps = l.speed_mbps;
+            }
+        }
         Ok(Response::new(id))
     }
 

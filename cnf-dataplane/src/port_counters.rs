@@ -3,7 +3,7 @@
 //! overflowed because the worker fell behind, no mbuf to receive into). Read on the main
 //! lcore, from [`dpdk_sys::PortStatsReader`] handles; never on a worker.
 
-use dpdk_sys::{PortStats, PortStatsReader};
+use dpdk_sys::{Link, PortStats, PortStatsReader};
 
 /// One port's counters as rows `(node, counter, value)`, the node named for the port's role
 /// (`"port-access"`, `"port-uplink"`).
@@ -37,15 +37,21 @@ impl PortCounters {
         self.node
     }
 
-    /// Whether the device reports its link up; `None` when it cannot say.
-    pub fn link_up(&self) -> Option<bool> {
+    /// The link as the device reports it now (without waiting for auto-negotiation); `None`
+    /// when it cannot say.
+    pub fn link(&self) -> Option<Link> {
         match self.reader.link() {
-            Ok(l) => Some(l.up),
+            Ok(l) => Some(l),
             Err(e) => {
                 tracing::debug!(port = self.node, "port link: {e}");
                 None
             }
         }
+    }
+
+    /// Whether the device reports its link up; `None` when it cannot say.
+    pub fn link_up(&self) -> Option<bool> {
+        self.link().map(|l| l.up)
     }
 
     /// Appends this port's rows to `out`; a port whose counters cannot be read adds none (and

@@ -20,6 +20,9 @@
 //! (`/usr/bin/python3`); it is skipped with a message when any is missing, unless
 //! `KBNG_E2E_REQUIRED=1`, which CI sets so a missing tool fails instead.
 //!
+//! The access port on `net_tap` takes a real link loss: the interface set down, the identity
+//! and `/metrics` say so, and up again.
+//!
 //! Everything it starts is stopped by process id and every namespace it made is deleted, also
 //! when an assertion fails (a drop guard).
 
@@ -35,6 +38,8 @@ const SUB_GW: &str = "100.64.0.1";
 const CORE_IP: &str = "192.0.2.1";
 const UPLINK_IP: &str = "192.0.2.254";
 const PORTAL_IP: &str = "192.0.2.80";
+/// The dataplane's `/metrics`, on the dut namespace's own loopback.
+const METRICS_IN_DUT: &str = "127.0.0.1:9464";
 
 struct Lab {
     tag: String,
@@ -369,6 +374,7 @@ fn start_dataplane(lab: &mut Lab, access: &str) {
             "16",
         ])
         .args(["--grpc-listen", &format!("unix:{}", lab.socket)])
+        .args(["--metrics-listen", METRICS_IN_DUT])
         .stdout(Stdio::null())
         .spawn()
         .expect("starting kbng-dataplane");
@@ -987,6 +993,67 @@ async fn qinq_on_af_xdp() {
         assert_eq!(r["reply_vlans"][0], serde_json::json!([200, 300]), "{r}");
     }
     assert!(node_counter(&mut c, "session-lookup", "upstream hit").await >= 4);
+}
+
+#[test]
+fn a_link_taken_down_shows_in_identity_and_metrics() {
+    run_e2e(
+        "a_link_taken_down_shows_in_identity_and_metrics",
+        link_down_and_up,
+    );
+}
+
+/// The access port on `net_tap`, whose link is the kernel interface's state (up and running),
+/// where af_packet, af_xdp, null and ring always report up: taking the interface down is a
+/// link loss as the dataplane sees one. Both `/metrics` (what `KbngPortLinkDown` watches) and
+/// the identity (what `kbngctl status` shows) follow it down and back up; the uplink stays up.
+async fn link_down_and_up() {
+    const TAP: &str = "kbtap0";
+    let (mut lab, _, _) = lab_up("t");
+    start_dataplane(&mut lab, &format!("net_tap0,iface={TAP}"));
+    let mut c = connect(&lab.socket).await;
+    let dut = lab.ns("dut");
+    for (step, up) in [("at start", true), ("down", false), ("up", true)] {
+        if step != "at start" {
+            in_ns(&dut, &["ip", "link", "set", TAP, step]);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let seen = loop {
+            let id = c
+                .get_identity(pb::GetIdentityRequest {})
+                .await
+                .expect("identity")
+                .into_inner();
+            let links = (id.ports[0].link_up, id.ports[1].link_up);
+            let metrics = (
+                link_metric(&dut, "port-access"),
+                link_metric(&dut, "port-uplink"),
+            );
+            let want = (up, true);
+            if (links == want && metrics == (Some(up), Some(true))) || Instant::now() > deadline {
+                break (links, metrics);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        assert_eq!(
+            seen,
+            ((up, true), (Some(up), Some(true))),
+            "{step}: (identity access, uplink), (metric access, uplink)"
+        );
+    }
+}
+
+/// `kbng_dataplane_port_link_up` of `port` on the dataplane's `/metrics`, read inside `ns`.
+fn link_metric(ns: &str, port: &str) -> Option<bool> {
+    let get = format!(
+        "import urllib.request; print(urllib.request.urlopen('http://{METRICS_IN_DUT}/metrics', \
+         timeout=5).read().decode())"
+    );
+    let body = in_ns(ns, &["/usr/bin/python3", "-c", &get]);
+    let key = format!("kbng_dataplane_port_link_up{{port=\"{port}\"}} ");
+    body.lines()
+        .find_map(|l| l.strip_prefix(&key))
+        .map(|v| v.trim() == "1")
 }
 
 fn mac_bytes(s: &str) -> Vec<u8> {

@@ -17,6 +17,7 @@ pub struct Port {
     pub bus_address: ::prost::alloc::string::String,
     #[prost(bytes = "vec", tag = "5")]
     pub mac: ::prost::alloc::vec::Vec<u8>,
+    /// The link as the device reports it when the identity is asked for.
     #[prost(bool, tag = "6")]
     pub link_up: bool,
     #[prost(uint32, tag = "7")]
