@@ -523,6 +523,7 @@ impl Dataplane for DataplaneService {
             sessions,
             nodes,
             workers,
+            boot_id: self.identity.boot_id,
         }))
     }
 

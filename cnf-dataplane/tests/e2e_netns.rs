@@ -720,6 +720,8 @@ async fn subscriber_traffic() {
         .await
         .expect("GetCounters")
         .into_inner();
+    // Which boot counted: a reader summing totals across a restart needs it.
+    assert_eq!(counters.boot_id, id.boot_id);
     let s3 = &counters.sessions[0];
     assert!(
         s3.upstream.as_ref().map_or(0, |u| u.green_packets) >= 4,

@@ -11,7 +11,8 @@
 # server is a dead port, so every first request proves failover. Midway the control restarts
 # with CHAP instead of PAP; then a drain and a clean shutdown end the accounting; last, with
 # 8 s leases, a client killed without RELEASE runs out its lease (Stop with Session-Timeout);
-# then a dataplane restarted with room for one session fewer refuses one (Stop with NAS-Error).
+# then a dataplane restarted with room for one session fewer refuses one (Stop with NAS-Error)
+# while the interims of one it keeps go on counting from its totals before the restart.
 # Prints "ok - ..." or "not ok - ..." per check; exits non-zero on any failure. Stops what it
 # started by pid.
 set -uo pipefail
@@ -92,7 +93,8 @@ freeradius_conf "$tmp" "$rip" "$auth_port" "$acct_port" "$secret" <<EOF
 	Filter-Id := "gold"
 
 "02:00:00:00:0a:09" Cleartext-Password := "02:00:00:00:0a:09"
-	Filter-Id := "gold"
+	Filter-Id := "gold",
+	Acct-Interim-Interval := 3
 
 "02:00:00:00:0a:0a" Cleartext-Password := "02:00:00:00:0a:0a"
 	Filter-Id := "gold"
@@ -370,7 +372,15 @@ if [[ -n $rad_pid ]] && start_control "$tmp/control.yaml"; then
     id9=$(session_of "$ip9" id) id10=$(session_of "$ip10" id)
     asid10=$(printf '%016x' "${id10:-0}")
     bound=$(apiget "/v1/sessions?limit=1000" | py 'sum(1 for s in d["sessions"] if s["state"] in ("active", "captive", "renewing"))')
+    asid9=$(printf '%016x' "${id9:-0}")
     if [[ -n $id9 && -n $id10 ]] && ((id10 > id9)) && wait_for 5 detail_has "$asid10" Start True; then
+        # c9's traffic before the restart, in its interims; the restarted dataplane counts c9
+        # from zero, and the interims after it must still carry the traffic before it.
+        inns c9 curl -s -m 20 -o /dev/null http://192.0.2.1:8080/big
+        wait_for 10 detail_has "$asid9" Interim-Update "int(r.get('Acct-Output-Octets', 0)) >= 3000000" ||
+            bad "c9's interim carries its 3 MB before the restart" "$(detail | tail -c 600)"
+        interims9() { detail | py "[int(r.get('Acct-Output-Octets', 0)) for r in d if r.get('Acct-Session-Id') == '$asid9' and r.get('Acct-Status-Type') == 'Interim-Update']"; }
+        n9=$(interims9 | py 'len(d)')
         refused0=$(counter "refused by dataplane")
         dataplane_stop
         DP_SESSIONS=$((bound - 1)) dataplane_start "$dp_bin" "$sock" "$tmp/dataplane-small.log"
@@ -382,6 +392,14 @@ if [[ -n $rad_pid ]] && start_control "$tmp/control.yaml"; then
         if ((refused == 1)) && wait_for 5 c10_gone && [[ $(session_of "$ip9" state) == active ]] && audit_clean && reach c9; then
             ok "the others stay: c9 active and forwarding, c10 gone, one refused, the audit clean"; else
             bad "the others stay after the refusal" "refused=$refused c9=$(session_of "$ip9" state) c10=$(session_of "$ip10" id) $(apiget /v1/dataplanes)"; fi
+        # Two interims read from the new dataplane (3 s apart), then every interim of c9, in
+        # order, never less than the one before: totals since Start, not the new counters.
+        two_more() { (($(interims9 | py 'len(d)') >= n9 + 2)); }
+        wait_for 12 two_more
+        o9=$(interims9)
+        if py "len(d) >= $n9 + 2 and d[$n9 - 1] >= 3000000 and all(a <= b for a, b in zip(d, d[1:]))" <<<"$o9" | grep -q True; then
+            ok "c9's interims after the dataplane restart keep its traffic from before (output octets $o9)"; else
+            bad "c9's interims after the dataplane restart keep its traffic from before" "output octets in order: $o9 (before the restart: $n9)"; fi
     else
         bad "c9 and c10 admitted and accounted before the smaller dataplane" "bound=$bound ids=$id9,$id10 $(tail -3 "$tmp/clients.log")"
     fi

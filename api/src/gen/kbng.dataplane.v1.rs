@@ -366,6 +366,10 @@ pub struct GetCountersResponse {
     pub nodes: ::prost::alloc::vec::Vec<NodeCounter>,
     #[prost(message, repeated, tag = "3")]
     pub workers: ::prost::alloc::vec::Vec<WorkerCounters>,
+    /// The Identity.boot_id of the dataplane that counted: after a restart it counts every
+    /// session it is given again from zero, which a reader summing totals must know.
+    #[prost(uint64, tag = "4")]
+    pub boot_id: u64,
 }
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]

@@ -64,6 +64,23 @@ pub struct Counts {
 }
 
 impl Counts {
+    fn plus(self, o: Counts) -> Counts {
+        Counts {
+            in_octets: self.in_octets.saturating_add(o.in_octets),
+            in_packets: self.in_packets.saturating_add(o.in_packets),
+            out_octets: self.out_octets.saturating_add(o.out_octets),
+            out_packets: self.out_packets.saturating_add(o.out_packets),
+        }
+    }
+
+    /// Some counter is below `earlier`'s: these were counted afresh since.
+    fn below(&self, earlier: &Counts) -> bool {
+        self.in_octets < earlier.in_octets
+            || self.in_packets < earlier.in_packets
+            || self.out_octets < earlier.out_octets
+            || self.out_packets < earlier.out_packets
+    }
+
     pub fn from_proto(c: &pb::SessionCounters) -> Counts {
         let dir = |d: Option<&pb::ColourCounters>| {
             d.map_or((0, 0), |d| {
@@ -88,6 +105,14 @@ impl Counts {
     }
 }
 
+/// One session's counters as a dataplane gave them, and which boot of that dataplane counted
+/// them (`GetCountersResponse.boot_id`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reading {
+    pub boot_id: u64,
+    pub counts: Counts,
+}
+
 /// A session the accounting knows, from Start (or from the store at start-up) to Stop.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AcctSession {
@@ -98,8 +123,30 @@ pub struct AcctSession {
     pub bound_at_ns: u64,
     /// 0 = no interim updates.
     pub interim_secs: u32,
-    /// The last counters read.
+    /// The totals reported: traffic since Start, as far as it was read.
     pub last: Counts,
+    /// Traffic counted before the dataplane last began counting the session afresh, carried
+    /// into `last`.
+    pub carried: Counts,
+    /// The last reading, as the dataplane gave it.
+    pub raw: Option<Reading>,
+}
+
+impl AcctSession {
+    /// Takes a reading into the totals. A dataplane counts a session from zero again when it
+    /// restarts (another boot id; the control reinstalls its sessions) or reinstalls it (a
+    /// counter below the last reading), while RADIUS wants totals since Start: reported as
+    /// read, Acct-Input-Octets would go backwards and a billing server that keeps the last
+    /// interim would lose the traffic before the restart.
+    pub fn read(&mut self, r: Reading) {
+        if let Some(prev) = self.raw
+            && (prev.boot_id != r.boot_id || r.counts.below(&prev.counts))
+        {
+            self.carried = self.carried.plus(prev.counts);
+        }
+        self.raw = Some(r);
+        self.last = self.carried.plus(r.counts);
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -190,7 +237,7 @@ pub fn request(cfg: &RadiusConfig, s: &AcctSession, status: Status, now_ns: u64)
 pub async fn fetch_counters(
     target: &crate::dataplane::Target,
     ids: &[SessionId],
-) -> HashMap<SessionId, Counts> {
+) -> HashMap<SessionId, Reading> {
     match crate::dataplane::connect(target).await {
         Ok(mut c) => read_counters(&mut c, ids).await,
         Err(_) => HashMap::new(),
@@ -201,8 +248,20 @@ pub async fn fetch_counters(
 pub async fn read_counters(
     c: &mut DataplaneClient<Channel>,
     ids: &[SessionId],
-) -> HashMap<SessionId, Counts> {
+) -> HashMap<SessionId, Reading> {
     let mut out = HashMap::new();
+    let mut take = |r: &pb::GetCountersResponse| {
+        for s in &r.sessions {
+            let counts = Counts::from_proto(s);
+            out.insert(
+                s.session_id,
+                Reading {
+                    boot_id: r.boot_id,
+                    counts,
+                },
+            );
+        }
+    };
     for chunk in ids.chunks(1000) {
         let ask = |ids: Vec<SessionId>| pb::GetCountersRequest {
             session_ids: ids,
@@ -210,18 +269,12 @@ pub async fn read_counters(
             include_workers: false,
         };
         match c.get_counters(ask(chunk.to_vec())).await {
-            Ok(r) => {
-                for s in &r.get_ref().sessions {
-                    out.insert(s.session_id, Counts::from_proto(s));
-                }
-            }
+            Ok(r) => take(r.get_ref()),
             // One unknown id fails the whole request: ask one by one.
             Err(e) if e.code() == tonic::Code::NotFound => {
                 for id in chunk {
                     if let Ok(r) = c.get_counters(ask(vec![*id])).await {
-                        for s in &r.get_ref().sessions {
-                            out.insert(s.session_id, Counts::from_proto(s));
-                        }
+                        take(r.get_ref());
                     }
                 }
             }
@@ -263,7 +316,42 @@ mod tests {
                 out_octets: 3000,
                 out_packets: 4,
             },
+            carried: Counts::default(),
+            raw: None,
         }
+    }
+
+    fn counts(in_octets: u64, out_octets: u64) -> Counts {
+        Counts {
+            in_octets,
+            in_packets: in_octets / 100,
+            out_octets,
+            out_packets: out_octets / 100,
+        }
+    }
+
+    #[test]
+    fn totals_carry_over_a_dataplane_counting_afresh() {
+        let mut s = session();
+        let read = |s: &mut AcctSession, boot_id, i, o| {
+            s.read(Reading {
+                boot_id,
+                counts: counts(i, o),
+            });
+            (s.last.in_octets, s.last.out_octets)
+        };
+        // The first reading is the total, whatever was reported before (a control restart
+        // starts from the dataplane's own counters).
+        assert_eq!(read(&mut s, 7, 1_000, 5_000), (1_000, 5_000));
+        assert_eq!(read(&mut s, 7, 1_500, 9_000), (1_500, 9_000));
+        // The dataplane restarted and the session was reinstalled: its counters begin again,
+        // even past the old ones, and the totals carry what was counted before.
+        assert_eq!(read(&mut s, 8, 2_000, 100), (3_500, 9_100));
+        assert_eq!(read(&mut s, 8, 2_100, 200), (3_600, 9_200));
+        // Same boot, counters below the last reading: reinstalled there; carried too.
+        assert_eq!(read(&mut s, 8, 50, 60), (3_650, 9_260));
+        // Packets alike: 15 before the restart, 21 before the reinstall, 0 since.
+        assert_eq!(s.last.in_packets, 15 + 21);
     }
 
     fn u32_of(p: &kbng_wire::RadiusPacket<&[u8]>, k: u8) -> Option<u32> {

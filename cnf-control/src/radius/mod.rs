@@ -31,7 +31,7 @@ use kbng_wire::{RadiusBuilder, WireError};
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
 
-use self::accounting::{AcctSession, Counts};
+use self::accounting::{AcctSession, Counts, Reading};
 use self::auth::Subject;
 use self::client::{Client, Port, Request, Rng};
 use self::config::RadiusConfig;
@@ -117,7 +117,7 @@ pub enum RadiusCmd {
     /// missing from `counts` could not be read.
     Finals {
         asked: Vec<SessionId>,
-        counts: HashMap<SessionId, Counts>,
+        counts: HashMap<SessionId, Reading>,
     },
     /// Clean shutdown: Accounting-Off if no session carries on (`nas.rs`).
     Off {
@@ -216,6 +216,8 @@ fn acct_session(cfg: &RadiusConfig, s: &Session) -> Option<AcctSession> {
         bound_at_ns: lease.bound_at_ns,
         interim_secs: cfg.interim_secs,
         last: Counts::default(),
+        carried: Counts::default(),
+        raw: None,
     })
 }
 

@@ -16,7 +16,7 @@ use kbng_wire::radius::code;
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
 
-use super::accounting::{self, AcctSession, Counts, Status};
+use super::accounting::{self, AcctSession, Reading, Status};
 use super::client::{Client, Done};
 use super::config::RadiusConfig;
 use super::nas::{self, OffOutcome};
@@ -47,7 +47,7 @@ fn next_interim(secs: u32, now: Instant) -> Option<Instant> {
 #[derive(Debug)]
 struct Fetched {
     ids: Vec<SessionId>,
-    counts: HashMap<SessionId, Counts>,
+    counts: HashMap<SessionId, Reading>,
 }
 
 /// A session whose Stop waits for its final counters.
@@ -274,9 +274,9 @@ impl Task {
     }
 
     /// The Stop of `st`, with its final counters when they were read.
-    fn stop(&mut self, mut st: Stopping, counts: Option<Counts>) -> Option<Done<Req>> {
-        match counts {
-            Some(c) => st.s.last = c,
+    fn stop(&mut self, mut st: Stopping, reading: Option<Reading>) -> Option<Done<Req>> {
+        match reading {
+            Some(r) => st.s.read(r),
             None => self.tally.add("RADIUS Stop without final counters"),
         }
         let now_ns = crate::service::now_ns();
@@ -348,7 +348,7 @@ impl Task {
                 continue; // Stopped meanwhile.
             };
             match f.counts.get(&id) {
-                Some(c) => s.last = *c,
+                Some(r) => s.read(*r),
                 None => self.tally.add("RADIUS interim without fresh counters"),
             }
             let r = accounting::request(&self.cfg, s, Status::Interim, now_ns);
@@ -462,6 +462,7 @@ impl Task {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::radius::accounting::Counts;
     use crate::radius::auth::tests::cfg;
     use crate::radius::config::Server;
     use kbng_wire::RadiusBuilder;
@@ -520,6 +521,8 @@ mod tests {
             bound_at_ns: 0,
             interim_secs: 0,
             last: Counts::default(),
+            carried: Counts::default(),
+            raw: None,
         };
         link.tx.send(RadiusCmd::Start(s)).unwrap();
         let next = async |h: &mut mpsc::UnboundedReceiver<u32>| {
@@ -544,7 +547,13 @@ mod tests {
                 reason: EndReason::Drained,
             })
             .unwrap();
-        let counts = HashMap::from([(id, Counts::default())]);
+        let counts = HashMap::from([(
+            id,
+            Reading {
+                boot_id: 1,
+                counts: Counts::default(),
+            },
+        )]);
         link.tx
             .send(RadiusCmd::Finals {
                 asked: vec![id],
