@@ -1,7 +1,8 @@
 //! The control's health as metrics, for the chart's alerting rules
 //! (`charts/kbng/alerts/kbng.rules.yaml`): address pools, the engine's event counters, failed
 //! store commits, each dataplane's connection and what its reconciles repaired, and when the
-//! dataplane TLS certificates expire. Recorded on the process's observer ([`crate::observe`]);
+//! dataplane TLS certificates expire, and how far the host's clock is from the control's.
+//! Recorded on the process's observer ([`crate::observe`]);
 //! nothing happens without one.
 
 use std::collections::HashMap;
@@ -30,12 +31,22 @@ pub struct HealthFeed {
     events: HashMap<&'static str, u64>,
     store_errors: u64,
     started: bool,
+    clock: crate::clock::StepWatch,
 }
 
 impl HealthFeed {
     /// Report pools, events and store errors (from the engine task, once a second).
     pub fn publish(&mut self, engine: &Engine, store_errors: u64) {
+        let offset = crate::clock::wall_offset_ns();
+        if let Some(o) = self.clock.check(offset) {
+            tracing::warn!(
+                offset_secs = o as f64 / 1e9,
+                "the host's wall clock stepped; the control's time follows it at most 10% fast \
+                 or slow, so no lease moves at once"
+            );
+        }
         let Some(m) = observe::metrics() else { return };
+        m.set_clock_offset(offset as f64 / 1e9);
         if !self.started {
             self.started = true;
             for e in ALERTED_EVENTS {

@@ -20,6 +20,7 @@
 
 pub mod api;
 pub mod batch_isolation;
+pub mod clock;
 pub mod commit;
 pub mod config;
 pub mod core;

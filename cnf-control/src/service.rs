@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use kbng_api::v1 as pb;
 use serde::Serialize;
@@ -22,12 +22,7 @@ use crate::core::licence::Cap;
 use crate::dataplane::{DpCmd, DpEvent};
 use crate::store::{Store, StoreOp};
 
-pub fn now_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
-}
+pub use crate::clock::now_ns;
 
 /// A session as the operator API shows it.
 #[derive(Debug, Clone, Serialize)]

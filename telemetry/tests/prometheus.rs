@@ -117,6 +117,7 @@ async fn metrics_endpoint_serves_valid_prometheus_text() {
     control.set_dataplane_connected(1, false);
     control.add_reconciled(0, 2, 1, 0);
     control.set_dataplane_tls_expiry("cert", 1_796_413_675);
+    control.set_clock_offset(-2.5);
     let operator = OperatorMetrics::new(&meter);
     operator.record_reconcile("BNG", Outcome::Ok, Duration::from_millis(30));
     let licence = |valid, expires_unix_secs| {
@@ -166,6 +167,7 @@ async fn metrics_endpoint_serves_valid_prometheus_text() {
         r#"kbng_control_reconcile_sessions_total{dataplane="0",kind="orphan"} 1"#,
         r#"kbng_control_reconcile_sessions_total{dataplane="0",kind="mismatch"} 0"#,
         r#"kbng_control_dataplane_tls_expiry_timestamp_seconds{file="cert"} 1796413675"#,
+        "kbng_control_clock_offset_seconds -2.5",
         r#"kbng_operator_reconcile_duration_seconds_count{kind="BNG",result="ok"} 1"#,
         "# TYPE kbng_licence_expiry_timestamp_seconds gauge",
         r#"kbng_licence_expiry_timestamp_seconds{bng="bng/a"} 1798761600"#,

@@ -341,6 +341,34 @@ dataplane_stop
 dataplane_start "$dp_bin" "$sock" "$tmp/dataplane-3.log"
 control_wait_connected "$api" || bad dataplane_back_at_full_size "$(apiget /v1/dataplanes)"
 
+# ---- the host's wall clock steps an hour (six lease times) ahead under a running control
+# (libfaketime steps what the control reads as the wall clock, nothing else): no lease ends
+# at once; the step is logged and exported, and the control's time slews toward it.
+faketime_lib=$(dpkg -L libfaketime 2>/dev/null | grep '/libfaketime.so.1$' | head -1)
+if [[ -r $faketime_lib ]]; then
+    echo "+0" >"$tmp/faketime"
+    kill -TERM "$ctl_pid"; wait "$ctl_pid" 2>/dev/null; ctl_pid=
+    export FAKETIME_TIMESTAMP_FILE=$tmp/faketime FAKETIME_NO_CACHE=1 DONT_FAKE_MONOTONIC=1 LD_PRELOAD=$faketime_lib
+    start_control; started=$?
+    unset FAKETIME_TIMESTAMP_FILE FAKETIME_NO_CACHE DONT_FAKE_MONOTONIC LD_PRELOAD
+    active0=$(session_count "&state=active")
+    echo "+3600" >"$tmp/faketime"
+    sleep 4
+    active1=$(session_count "&state=active")
+    off=$(metric kbng_control_clock_offset_seconds)
+    if ((started == 0 && active0 > 0 && active1 == active0)) && grep -q "wall clock stepped" "$tmp/control.log" &&
+        /usr/bin/python3 -c "import sys; sys.exit(not 3590 < float('${off:-0}') <= 3600.5)" && reach c2; then
+        ok "wall_clock_step_moves_no_lease (active $active0 -> $active1, offset ${off}s left to slew)"
+    else
+        bad wall_clock_step_moves_no_lease "started=$started active $active0 -> $active1 offset=$off $(grep -c 'wall clock stepped' "$tmp/control.log")"
+    fi
+    echo "+0" >"$tmp/faketime"
+    kill -TERM "$ctl_pid"; wait "$ctl_pid" 2>/dev/null; ctl_pid=
+    start_control || bad control_back_on_the_real_clock "$(tail -3 "$tmp/control.log")"
+else
+    bad wall_clock_step_moves_no_lease "libfaketime missing (tests/control/PACKAGES)"
+fi
+
 # ---- drain, as the operator does it
 if d=$(kbngctl sessions drain --timeout 30 2>&1); then :; fi
 n=$(session_count)

@@ -52,6 +52,7 @@ pub struct ControlMetrics {
     dp_connected: Gauge<u64>,
     reconciled: Counter<u64>,
     dp_tls_expiry: Gauge<i64>,
+    clock_offset: Gauge<f64>,
 }
 
 impl ControlMetrics {
@@ -135,6 +136,11 @@ impl ControlMetrics {
                 .with_unit("s")
                 .with_description("When the control's dataplane TLS files stop being valid (the earliest notAfter, Unix time), per file: `cert` (the client chain it presents) and `ca` (the CAs it trusts dataplanes by).")
                 .build(),
+            clock_offset: meter
+                .f64_gauge("kbng.control.clock.offset")
+                .with_unit("s")
+                .with_description("How far the host's wall clock is ahead of the control's time (negative: behind). After a step of the host's clock the control's time slews toward it at most 10% fast or slow, so leases do not move at once; this is what is left to absorb.")
+                .build(),
         }
     }
 
@@ -215,6 +221,11 @@ impl ControlMetrics {
     pub fn set_dataplane_tls_expiry(&self, file: &'static str, not_after_unix_secs: i64) {
         self.dp_tls_expiry
             .record(not_after_unix_secs, &[KeyValue::new("file", file)]);
+    }
+
+    /// The host's wall clock is `secs` ahead of the control's time.
+    pub fn set_clock_offset(&self, secs: f64) {
+        self.clock_offset.record(secs, &[]);
     }
 
     /// A reconcile with dataplane `index` found these sessions wrong.
