@@ -406,7 +406,7 @@ mod tests {
     /// A new file per call. Named by the secret's length, the file of "testing123\n" and
     /// "chap-secret" (11 bytes each) was one path for two tests that run in parallel: one's
     /// write (truncate, then write) left the other reading an empty or a foreign secret.
-    fn secret_file(text: &str) -> PathBuf {
+    fn secret_file(text: &str) -> SecretFile {
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let p = std::env::temp_dir().join(format!(
             "kbng-radius-secret-{}-{}",
@@ -414,7 +414,22 @@ mod tests {
             NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ));
         std::fs::write(&p, text).unwrap();
-        p
+        SecretFile(p)
+    }
+
+    /// Removed when the test ends, so that runs leave no secrets in the temp directory.
+    struct SecretFile(PathBuf);
+
+    impl SecretFile {
+        fn display(&self) -> std::path::Display<'_> {
+            self.0.display()
+        }
+    }
+
+    impl Drop for SecretFile {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
     }
 
     #[test]
