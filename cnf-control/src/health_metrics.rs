@@ -1,9 +1,8 @@
 //! The control's health as metrics, for the chart's alerting rules
 //! (`charts/kbng/alerts/kbng.rules.yaml`): address pools, the engine's event counters, failed
-//! store commits, each dataplane's connection and what its reconciles repaired, and when the
+//! store commits, each dataplane's connection and what its reconciles repaired, when the
 //! dataplane TLS certificates expire, and how far the host's clock is from the control's.
-//! Recorded on the process's observer ([`crate::observe`]);
-//! nothing happens without one.
+//! Recorded on the process's observer ([`crate::observe`]); nothing happens without one.
 
 use std::collections::HashMap;
 
@@ -35,7 +34,8 @@ pub struct HealthFeed {
 }
 
 impl HealthFeed {
-    /// Report pools, events and store errors (from the engine task, once a second).
+    /// Report pools, events, store errors and the clock offset (from the engine task, once a
+    /// second); a clock step is logged even without an observer.
     pub fn publish(&mut self, engine: &Engine, store_errors: u64) {
         let offset = crate::clock::wall_offset_ns();
         if let Some(o) = self.clock.check(offset) {
