@@ -123,10 +123,7 @@ pub struct AcctSession {
     pub bound_at_ns: u64,
     /// 0 = no interim updates.
     pub interim_secs: u32,
-    /// The totals reported: traffic since Start, as far as it was read.
-    pub last: Counts,
-    /// Traffic counted before the dataplane last began counting the session afresh, carried
-    /// into `last`.
+    /// Traffic counted before the dataplane last began counting the session afresh.
     pub carried: Counts,
     /// The last reading, as the dataplane gave it.
     pub raw: Option<Reading>,
@@ -145,7 +142,12 @@ impl AcctSession {
             self.carried = self.carried.plus(prev.counts);
         }
         self.raw = Some(r);
-        self.last = self.carried.plus(r.counts);
+    }
+
+    /// The totals reported: traffic since Start, as far as it was read.
+    pub fn totals(&self) -> Counts {
+        self.carried
+            .plus(self.raw.map_or(Counts::default(), |r| r.counts))
     }
 }
 
@@ -199,7 +201,7 @@ pub fn request(cfg: &RadiusConfig, s: &AcctSession, status: Status, now_ns: u64)
             attr::ACCT_SESSION_TIME,
             u32::try_from(secs).unwrap_or(u32::MAX),
         );
-        let c = s.last;
+        let c = s.totals();
         push_u64(
             &mut a,
             attr::ACCT_INPUT_OCTETS,
@@ -310,14 +312,16 @@ mod tests {
             ip: Ipv4Addr::new(100, 64, 0, 4),
             bound_at_ns: 1_000 * NS_PER_SEC,
             interim_secs: 60,
-            last: Counts {
-                in_octets: (3 << 32) + 10,
-                in_packets: 20,
-                out_octets: 3000,
-                out_packets: 4,
-            },
             carried: Counts::default(),
-            raw: None,
+            raw: Some(Reading {
+                boot_id: 1,
+                counts: Counts {
+                    in_octets: (3 << 32) + 10,
+                    in_packets: 20,
+                    out_octets: 3000,
+                    out_packets: 4,
+                },
+            }),
         }
     }
 
@@ -332,16 +336,20 @@ mod tests {
 
     #[test]
     fn totals_carry_over_a_dataplane_counting_afresh() {
-        let mut s = session();
+        // Not read yet, as after Start or a control restart.
+        let mut s = AcctSession {
+            raw: None,
+            ..session()
+        };
         let read = |s: &mut AcctSession, boot_id, i, o| {
             s.read(Reading {
                 boot_id,
                 counts: counts(i, o),
             });
-            (s.last.in_octets, s.last.out_octets)
+            (s.totals().in_octets, s.totals().out_octets)
         };
-        // The first reading is the total, whatever was reported before (a control restart
-        // starts from the dataplane's own counters).
+        // The first reading is the total (a control restart starts from the dataplane's own
+        // counters).
         assert_eq!(read(&mut s, 7, 1_000, 5_000), (1_000, 5_000));
         assert_eq!(read(&mut s, 7, 1_500, 9_000), (1_500, 9_000));
         // The dataplane restarted and the session was reinstalled: its counters begin again,
@@ -351,7 +359,7 @@ mod tests {
         // Same boot, counters below the last reading: reinstalled there; carried too.
         assert_eq!(read(&mut s, 8, 50, 60), (3_650, 9_260));
         // Packets alike: 15 before the restart, 21 before the reinstall, 0 since.
-        assert_eq!(s.last.in_packets, 15 + 21);
+        assert_eq!(s.totals().in_packets, 15 + 21);
     }
 
     fn u32_of(p: &kbng_wire::RadiusPacket<&[u8]>, k: u8) -> Option<u32> {

@@ -215,7 +215,6 @@ fn acct_session(cfg: &RadiusConfig, s: &Session) -> Option<AcctSession> {
         ip: lease.ip,
         bound_at_ns: lease.bound_at_ns,
         interim_secs: cfg.interim_secs,
-        last: Counts::default(),
         carried: Counts::default(),
         raw: None,
     })

@@ -520,7 +520,6 @@ mod tests {
             ip: std::net::Ipv4Addr::new(100, 64, 0, 9),
             bound_at_ns: 0,
             interim_secs: 0,
-            last: Counts::default(),
             carried: Counts::default(),
             raw: None,
         };
