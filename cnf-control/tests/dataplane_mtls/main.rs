@@ -322,12 +322,9 @@ async fn control_and_dataplane_speak_mutual_tls() {
         ] {
             let want = not_after(&dir.join(&cert));
             let name =
-                format!("kbng_control_dataplane_tls_expiry_timestamp_seconds{{file=\"{file}\"}} ");
+                format!("kbng_control_dataplane_tls_expiry_timestamp_seconds{{file=\"{file}\"}}");
             let got = wait_for(&format!("control {run}: expiry of {file}"), 20, || {
-                let (_, body) = http_get(ctl_metrics, "/metrics").ok()?;
-                body.lines()
-                    .find_map(|l| l.strip_prefix(&name))
-                    .and_then(|v| v.parse::<u64>().ok())
+                scraped(ctl_metrics, &name)
             });
             assert_eq!(got, want, "control {run}: expiry of {file}, against {cert}");
         }
@@ -410,11 +407,14 @@ fn not_after(cert: &Path) -> u64 {
 /// A `kbng_dataplane_grpc_tls_*` sample of the dataplane's `/metrics` (`name` without the
 /// prefix, with its labels).
 fn tls_metric(metrics: std::net::SocketAddr, name: &str) -> Option<u64> {
-    let (_, body) = http_get(metrics, "/metrics").ok()?;
-    let prefix = format!("kbng_dataplane_grpc_tls_{name} ");
-    body.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .and_then(|v| v.parse().ok())
+    scraped(metrics, &format!("kbng_dataplane_grpc_tls_{name}"))
+}
+
+/// The sample of `series` (name and labels) on the `/metrics` at `addr`: counts and Unix
+/// seconds, exact in the scrape's float.
+fn scraped(addr: std::net::SocketAddr, series: &str) -> Option<u64> {
+    let (_, body) = http_get(addr, "/metrics").ok()?;
+    lab::sample(&body, &format!("{series} ")).map(|v| v as u64)
 }
 
 /// A renewal (cert-manager writing a new certificate and CA into the mounted Secret) under
