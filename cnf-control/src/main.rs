@@ -181,9 +181,11 @@ async fn main() -> anyhow::Result<()> {
     let radius = match &cfg.radius {
         Some(r) => {
             let restored = kbng_control::radius::restored(r, engine.list(0, usize::MAX, |_| true));
-            let link = kbng_control::radius::start(r.clone(), targets.clone(), restored)
-                .await
-                .context("RADIUS")?;
+            let kept_at = kbng_control::radius::acct_store::path_beside(&cfg.store);
+            let link =
+                kbng_control::radius::start(r.clone(), targets.clone(), restored, Some(&kept_at))
+                    .await
+                    .context("RADIUS")?;
             tracing::info!(
                 servers = r.servers.len(),
                 "RADIUS authorization and accounting"

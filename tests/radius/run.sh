@@ -12,7 +12,8 @@
 # with CHAP instead of PAP; then a drain and a clean shutdown end the accounting; last, with
 # 8 s leases, a client killed without RELEASE runs out its lease (Stop with Session-Timeout);
 # then a dataplane restarted with room for one session fewer refuses one (Stop with NAS-Error)
-# while the interims of one it keeps go on counting from its totals before the restart.
+# while the interims of one it keeps go on counting from its totals before the restart, and
+# still do after the control restarts too.
 # Prints "ok - ..." or "not ok - ..." per check; exits non-zero on any failure. Stops what it
 # started by pid.
 set -uo pipefail
@@ -400,6 +401,23 @@ if [[ -n $rad_pid ]] && start_control "$tmp/control.yaml"; then
         if py "len(d) >= $n9 + 2 and d[$n9 - 1] >= 3000000 and all(a <= b for a, b in zip(d, d[1:]))" <<<"$o9" | grep -q True; then
             ok "c9's interims after the dataplane restart keep its traffic from before (output octets $o9)"; else
             bad "c9's interims after the dataplane restart keep its traffic from before" "output octets in order: $o9 (before the restart: $n9)"; fi
+        # Then both restart: the control (SIGTERM keeps its sessions), and the dataplane while
+        # the control is down. The totals come back from the accounting file beside the store,
+        # and the new boot is seen as one: c9's interims still never decrease.
+        n9=$(interims9 | py 'len(d)')
+        if stop_control; then
+            dataplane_stop
+            dataplane_start "$dp_bin" "$sock" "$tmp/dataplane-again.log"
+            start_control "$tmp/control.yaml"
+            reach c9 >/dev/null
+            wait_for 12 two_more
+            o9=$(interims9)
+            if py "len(d) >= $n9 + 2 and d[$n9 - 1] >= 3000000 and all(a <= b for a, b in zip(d, d[1:]))" <<<"$o9" | grep -q True; then
+                ok "c9's interims after a control restart, with the dataplane restarted meanwhile, keep its traffic (output octets $o9)"; else
+                bad "c9's interims after the control and the dataplane restart keep its traffic" "output octets in order: $o9 (before: $n9)"; fi
+        else
+            bad "the control stops with SIGTERM before the double restart" "$(tail -3 "$tmp/control.log")"
+        fi
     else
         bad "c9 and c10 admitted and accounted before the smaller dataplane" "bound=$bound ids=$id9,$id10 $(tail -3 "$tmp/clients.log")"
     fi

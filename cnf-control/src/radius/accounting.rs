@@ -287,14 +287,14 @@ pub async fn read_counters(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::core::Line;
     use crate::radius::auth::tests::cfg;
     use crate::radius::client::Request;
     use kbng_wire::radius_auth::verify_accounting_style_request;
 
-    fn session() -> AcctSession {
+    pub(crate) fn session() -> AcctSession {
         AcctSession {
             subject: Subject {
                 id: 0x2a,

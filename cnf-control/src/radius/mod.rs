@@ -14,6 +14,7 @@
 //! `/v1/status` lists them with the rest.
 
 pub mod accounting;
+pub mod acct_store;
 pub mod auth;
 pub mod client;
 pub mod config;
@@ -292,11 +293,14 @@ pub fn on_event(engine: &mut Engine, ev: RadiusEvent, now_ns: u64) -> (Vec<Outpu
 }
 
 /// Start the client (and the DAS, if configured). `dataplanes` are the addresses the
-/// accounting reads per-session counters from, by index.
+/// accounting reads per-session counters from, by index. `kept_at` is the accounting's file
+/// (`acct_store`): the restored sessions get their totals from it, and it keeps them from
+/// here on; without it, totals start from the dataplane's counters at each start.
 pub async fn start(
     cfg: RadiusConfig,
     dataplanes: Vec<crate::dataplane::Target>,
-    restored: Vec<AcctSession>,
+    mut restored: Vec<AcctSession>,
+    kept_at: Option<&std::path::Path>,
 ) -> std::io::Result<Link> {
     let cfg = Arc::new(cfg);
     let any: IpAddr = match cfg.servers.first().map(|s| s.auth) {
@@ -332,8 +336,15 @@ pub async fn start(
         }
     });
     let client = Client::new(cfg.servers.clone(), cfg.timeout, cfg.retries, Rng::open()?);
+    let mut kept = None;
     if cfg.accounting {
         finals::register(cmd_tx.clone());
+        if let Some(path) = kept_at {
+            let st = acct_store::AcctStore::open(path).map_err(std::io::Error::other)?;
+            let given = st.restore(&mut restored).map_err(std::io::Error::other)?;
+            tracing::info!(path = %path.display(), sessions = given, "accounting totals restored");
+            kept = Some(acct_store::Writer::spawn(st, ev_tx.clone())?.0);
+        }
     }
     let task = task::Task::new(
         Arc::clone(&cfg),
@@ -342,6 +353,7 @@ pub async fn start(
         ev_tx,
         dataplanes,
         restored,
+        kept,
     );
     tokio::spawn(task.run(cmd_rx, dg_rx));
     Ok(Link {

@@ -17,6 +17,7 @@ use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
 
 use super::accounting::{self, AcctSession, Reading, Status};
+use super::acct_store::{self, Kept};
 use super::client::{Client, Done};
 use super::config::RadiusConfig;
 use super::nas::{self, OffOutcome};
@@ -83,6 +84,8 @@ pub(super) struct Task {
     backlog: Vec<Done<Req>>,
     events: mpsc::Sender<RadiusEvent>,
     dataplanes: Vec<crate::dataplane::Target>,
+    /// Where each session's totals are kept across restarts (`acct_store`), when accounting.
+    kept: Option<acct_store::Writer>,
     tally: Tally,
 }
 
@@ -94,6 +97,7 @@ impl Task {
         events: mpsc::Sender<RadiusEvent>,
         dataplanes: Vec<crate::dataplane::Target>,
         restored: Vec<AcctSession>,
+        kept: Option<acct_store::Writer>,
     ) -> Task {
         let now = Instant::now();
         let mut due = BTreeSet::new();
@@ -116,6 +120,7 @@ impl Task {
             backlog: Vec::new(),
             events,
             dataplanes,
+            kept,
             tally: Tally::default(),
         }
     }
@@ -222,6 +227,14 @@ impl Task {
                 }
                 let r = accounting::request(&self.cfg, &s, Status::Start, crate::service::now_ns());
                 let id = s.subject.id;
+                // An interval of the Access-Accept's is this session's alone: kept, so that
+                // its interims go on at that interval after a restart. Sessions on the
+                // configured interval write nothing until their first interim.
+                if s.interim_secs != self.cfg.interim_secs
+                    && let Some(w) = &self.kept
+                {
+                    w.send(acct_store::Op::Put(id, Kept::of(&s)));
+                }
                 let next = next_interim(s.interim_secs, Instant::now());
                 self.due.extend(next.map(|t| (t, id)));
                 self.sessions.insert(id, s);
@@ -278,6 +291,9 @@ impl Task {
         match reading {
             Some(r) => st.s.read(r),
             None => self.tally.add("RADIUS Stop without final counters"),
+        }
+        if let Some(w) = &self.kept {
+            w.send(acct_store::Op::Delete(st.s.subject.id));
         }
         let now_ns = crate::service::now_ns();
         let r = accounting::request(&self.cfg, &st.s, Status::Stop(st.reason), now_ns);
@@ -348,7 +364,12 @@ impl Task {
                 continue; // Stopped meanwhile.
             };
             match f.counts.get(&id) {
-                Some(r) => s.read(*r),
+                Some(r) => {
+                    s.read(*r);
+                    if let Some(w) = &self.kept {
+                        w.send(acct_store::Op::Put(id, Kept::of(s)));
+                    }
+                }
                 None => self.tally.add("RADIUS interim without fresh counters"),
             }
             let r = accounting::request(&self.cfg, s, Status::Interim, now_ns);
@@ -499,7 +520,7 @@ mod tests {
             acct: addr,
             secret: c.servers[0].secret.clone(),
         }];
-        let link = crate::radius::start(c.clone(), vec![], vec![])
+        let link = crate::radius::start(c.clone(), vec![], vec![], None)
             .await
             .unwrap();
         let subject = crate::radius::auth::Subject {

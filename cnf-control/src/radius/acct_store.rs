@@ -1,0 +1,398 @@
+//! The accounting's counters on disk, so that the totals an interim reports survive a restart of
+//! the control as well as of a dataplane.
+//!
+//! A session's totals are what earlier dataplane boots counted (`carried`) plus the last
+//! reading. Kept in memory only, a control restart lost `carried`: if a dataplane had restarted
+//! during the session, its next interim fell back to the new boot's counters, and a billing
+//! server that keeps the last interim lost the traffic before. The last reading is kept too, so
+//! that a dataplane that restarts while the control is down is seen as a new boot. So is an
+//! interim interval set by the Access-Accept: restored on the configured one (often none),
+//! such a session had no more interims after a restart.
+//!
+//! A file of its own beside the session store, written by a thread of its own: the session
+//! store's commits hold back DHCP ACKs (`crate::commit`), and a round of interims must not
+//! queue behind them or delay them. Each row names its session's bind time, so a row left
+//! from an earlier store (ids restart from 1 when the session store is replaced) is ignored.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc as std_mpsc;
+
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use tokio::sync::mpsc;
+
+use super::RadiusEvent;
+use super::accounting::{AcctSession, Counts, Reading};
+use crate::core::SessionId;
+
+const ROWS: TableDefinition<u64, &[u8]> = TableDefinition::new("accounting");
+
+/// Rows are written rarely and read once at start.
+const CACHE_BYTES: usize = 4 << 20;
+
+/// Most changes in one transaction; more wait for the next.
+const GROUP_MAX: usize = 50_000;
+
+const FORMAT: u8 = 1;
+const ROW_LEN: usize = 1 + 8 + 4 + 32 + 1 + 8 + 32;
+
+/// The accounting file beside the session store `store`.
+pub fn path_beside(store: &Path) -> PathBuf {
+    let mut name = store.file_name().unwrap_or_default().to_os_string();
+    name.push(".accounting");
+    store.with_file_name(name)
+}
+
+/// What is kept of one session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Kept {
+    /// The session's bind time: with its id, which session the row belongs to.
+    pub bound_at_ns: u64,
+    /// The interim interval, which an Access-Accept may have set for this session alone.
+    pub interim_secs: u32,
+    pub carried: Counts,
+    pub raw: Option<Reading>,
+}
+
+impl Kept {
+    pub fn of(s: &AcctSession) -> Kept {
+        Kept {
+            bound_at_ns: s.bound_at_ns,
+            interim_secs: s.interim_secs,
+            carried: s.carried,
+            raw: s.raw,
+        }
+    }
+}
+
+fn put_counts(out: &mut Vec<u8>, c: &Counts) {
+    for v in [c.in_octets, c.in_packets, c.out_octets, c.out_packets] {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+}
+
+fn encode(k: &Kept, out: &mut Vec<u8>) {
+    out.push(FORMAT);
+    out.extend_from_slice(&k.bound_at_ns.to_le_bytes());
+    out.extend_from_slice(&k.interim_secs.to_le_bytes());
+    put_counts(out, &k.carried);
+    let r = k.raw.unwrap_or(Reading {
+        boot_id: 0,
+        counts: Counts::default(),
+    });
+    out.push(u8::from(k.raw.is_some()));
+    out.extend_from_slice(&r.boot_id.to_le_bytes());
+    put_counts(out, &r.counts);
+}
+
+fn decode(b: &[u8]) -> Option<Kept> {
+    if b.len() != ROW_LEN || b[0] != FORMAT {
+        return None;
+    }
+    let u = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
+    let counts = |at: usize| Counts {
+        in_octets: u(at),
+        in_packets: u(at + 8),
+        out_octets: u(at + 16),
+        out_packets: u(at + 24),
+    };
+    let raw = match b[45] {
+        0 => None,
+        1 => Some(Reading {
+            boot_id: u(46),
+            counts: counts(54),
+        }),
+        _ => return None,
+    };
+    Some(Kept {
+        bound_at_ns: u(1),
+        interim_secs: u32::from_le_bytes(b[9..13].try_into().expect("4 bytes")),
+        carried: counts(13),
+        raw,
+    })
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AcctStoreError {
+    #[error("accounting store {path}: {source}")]
+    Db {
+        path: PathBuf,
+        #[source]
+        source: redb::Error,
+    },
+}
+
+/// The accounting file.
+#[derive(Debug)]
+pub struct AcctStore {
+    db: Database,
+    path: PathBuf,
+}
+
+impl AcctStore {
+    pub fn open(path: &Path) -> Result<AcctStore, AcctStoreError> {
+        let err = |e: redb::Error| AcctStoreError::Db {
+            path: path.to_path_buf(),
+            source: e,
+        };
+        let db = Database::builder()
+            .set_cache_size(CACHE_BYTES)
+            .create(path)
+            .map_err(|e| err(e.into()))?;
+        let s = AcctStore {
+            db,
+            path: path.to_path_buf(),
+        };
+        s.write(&[], &[])?;
+        Ok(s)
+    }
+
+    fn err(&self, e: impl Into<redb::Error>) -> AcctStoreError {
+        AcctStoreError::Db {
+            path: self.path.clone(),
+            source: e.into(),
+        }
+    }
+
+    /// Every row that decodes; `bad` counts the others.
+    pub fn load(&self) -> Result<(HashMap<SessionId, Kept>, usize), AcctStoreError> {
+        let tx = self.db.begin_read().map_err(|e| self.err(e))?;
+        let t = tx.open_table(ROWS).map_err(|e| self.err(e))?;
+        let mut out = HashMap::new();
+        let mut bad = 0;
+        for row in t.iter().map_err(|e| self.err(e))? {
+            let (k, v) = row.map_err(|e| self.err(e))?;
+            match decode(v.value()) {
+                Some(kept) => {
+                    out.insert(k.value(), kept);
+                }
+                None => bad += 1,
+            }
+        }
+        Ok((out, bad))
+    }
+
+    /// Puts and deletes in one transaction.
+    pub fn write(
+        &self,
+        puts: &[(SessionId, Kept)],
+        deletes: &[SessionId],
+    ) -> Result<(), AcctStoreError> {
+        let tx = self.db.begin_write().map_err(|e| self.err(e))?;
+        {
+            let mut t = tx.open_table(ROWS).map_err(|e| self.err(e))?;
+            let mut v = Vec::with_capacity(ROW_LEN);
+            for (id, k) in puts {
+                v.clear();
+                encode(k, &mut v);
+                t.insert(*id, v.as_slice()).map_err(|e| self.err(e))?;
+            }
+            for id in deletes {
+                t.remove(*id).map_err(|e| self.err(e))?;
+            }
+        }
+        tx.commit().map_err(|e| self.err(e))
+    }
+
+    /// Gives each of `sessions` (restored from the session store) what was kept of it, and
+    /// deletes the rows of sessions that are gone. Returns how many had a row.
+    pub fn restore(&self, sessions: &mut [AcctSession]) -> Result<usize, AcctStoreError> {
+        let (mut kept, bad) = self.load()?;
+        if bad > 0 {
+            tracing::warn!(rows = bad, path = %self.path.display(), "accounting rows that do not decode are ignored");
+        }
+        let mut given = 0;
+        let mut stale = Vec::new();
+        for s in sessions.iter_mut() {
+            match kept.remove(&s.subject.id) {
+                Some(k) if k.bound_at_ns == s.bound_at_ns => {
+                    s.interim_secs = k.interim_secs;
+                    s.carried = k.carried;
+                    s.raw = k.raw;
+                    given += 1;
+                }
+                Some(_) => stale.push(s.subject.id),
+                None => {}
+            }
+        }
+        stale.extend(kept.into_keys());
+        if !stale.is_empty() {
+            self.write(&[], &stale)?;
+        }
+        Ok(given)
+    }
+}
+
+/// One change for the writer.
+#[derive(Debug)]
+pub enum Op {
+    Put(SessionId, Kept),
+    Delete(SessionId),
+}
+
+/// The writer thread: each wake-up commits every change queued meanwhile in one transaction,
+/// so a round of interims costs one commit, however many sessions it read.
+#[derive(Debug, Clone)]
+pub struct Writer {
+    tx: std_mpsc::Sender<Op>,
+}
+
+impl Writer {
+    /// The thread ends once every `Writer` is dropped and what they sent is written.
+    pub fn spawn(
+        store: AcctStore,
+        events: mpsc::Sender<RadiusEvent>,
+    ) -> std::io::Result<(Writer, std::thread::JoinHandle<()>)> {
+        let (tx, rx) = std_mpsc::channel::<Op>();
+        let thread = std::thread::Builder::new()
+            .name("kbng-acct-store".into())
+            .spawn(move || {
+                while let Ok(first) = rx.recv() {
+                    let mut ops = vec![first];
+                    while ops.len() < GROUP_MAX {
+                        match rx.try_recv() {
+                            Ok(op) => ops.push(op),
+                            Err(_) => break,
+                        }
+                    }
+                    let mut puts = Vec::with_capacity(ops.len());
+                    let mut deletes = Vec::new();
+                    for op in ops {
+                        match op {
+                            Op::Put(id, k) => puts.push((id, k)),
+                            Op::Delete(id) => deletes.push(id),
+                        }
+                    }
+                    // A put queued after its session's delete would bring the row back; a
+                    // stopped session gets no more reads, so deletes apply last.
+                    if let Err(e) = store.write(&puts, &deletes) {
+                        tracing::error!("{e}");
+                        let n = (puts.len() + deletes.len()) as u64;
+                        let c = vec![("RADIUS accounting counters not stored", n)];
+                        if events.blocking_send(RadiusEvent::Counts(c)).is_err() {
+                            return;
+                        }
+                    }
+                }
+            })?;
+        Ok((Writer { tx }, thread))
+    }
+
+    pub fn send(&self, op: Op) {
+        // The thread ends only when the channel closes, so this cannot fail while we hold it.
+        let _ = self.tx.send(op);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fresh(name: &str) -> PathBuf {
+        let p = std::env::temp_dir().join(format!("kbng-acct-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_file(&p);
+        p
+    }
+
+    fn counts(n: u64) -> Counts {
+        Counts {
+            in_octets: n,
+            in_packets: n + 1,
+            out_octets: n + 2,
+            out_packets: n + 3,
+        }
+    }
+
+    fn kept(bound: u64, raw: bool) -> Kept {
+        Kept {
+            bound_at_ns: bound,
+            interim_secs: 300,
+            carried: counts(100),
+            raw: raw.then_some(Reading {
+                boot_id: 7,
+                counts: counts(u64::MAX - 3),
+            }),
+        }
+    }
+
+    #[test]
+    fn rows_round_trip_and_others_are_refused() {
+        for k in [kept(1, true), kept(u64::MAX, false)] {
+            let mut v = Vec::new();
+            encode(&k, &mut v);
+            assert_eq!(v.len(), ROW_LEN);
+            assert_eq!(decode(&v), Some(k));
+            let mut other = v.clone();
+            other[0] = 2;
+            assert_eq!(decode(&other), None, "another format");
+            other = v.clone();
+            other[45] = 9;
+            assert_eq!(decode(&other), None, "a raw flag that is neither");
+            assert_eq!(decode(&v[..ROW_LEN - 1]), None, "short");
+        }
+    }
+
+    #[test]
+    fn the_file_sits_beside_the_store() {
+        assert_eq!(
+            path_beside(Path::new("/var/lib/kbng/sessions.redb")),
+            PathBuf::from("/var/lib/kbng/sessions.redb.accounting")
+        );
+    }
+
+    #[test]
+    fn restore_gives_each_session_its_own_row_and_drops_the_rest() {
+        use crate::radius::accounting::tests::session;
+        let path = fresh("restore");
+        {
+            let st = AcctStore::open(&path).unwrap();
+            // 1: kept; 2: the same id but another bind time (an earlier store's session);
+            // 3: a session that ended while the control was down.
+            st.write(
+                &[
+                    (1, kept(10, true)),
+                    (2, kept(99, true)),
+                    (3, kept(30, false)),
+                ],
+                &[],
+            )
+            .unwrap();
+        }
+        let st = AcctStore::open(&path).unwrap();
+        let mut s1 = session();
+        s1.subject.id = 1;
+        s1.bound_at_ns = 10;
+        (s1.carried, s1.raw) = (Counts::default(), None);
+        let mut s2 = s1.clone();
+        s2.subject.id = 2;
+        s2.bound_at_ns = 20;
+        let mut v = vec![s1, s2];
+        assert_eq!(st.restore(&mut v).unwrap(), 1);
+        assert_eq!(Kept::of(&v[0]), kept(10, true));
+        assert_eq!((v[1].carried, v[1].raw), (Counts::default(), None));
+        let rows = st.load().unwrap().0;
+        assert_eq!(
+            rows.keys().collect::<Vec<_>>(),
+            vec![&1],
+            "only the restored session's row is left"
+        );
+        drop(st);
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn the_writer_commits_puts_and_deletes() {
+        let path = fresh("writer");
+        let (etx, _erx) = mpsc::channel(4);
+        let (w, thread) = Writer::spawn(AcctStore::open(&path).unwrap(), etx).unwrap();
+        w.send(Op::Put(1, kept(1, true)));
+        w.send(Op::Put(2, kept(2, false)));
+        w.send(Op::Delete(1));
+        drop(w);
+        thread.join().unwrap();
+        let (rows, bad) = AcctStore::open(&path).unwrap().load().unwrap();
+        assert_eq!(bad, 0);
+        assert_eq!(rows, HashMap::from([(2, kept(2, false))]));
+        let _ = std::fs::remove_file(&path);
+    }
+}
