@@ -87,6 +87,10 @@ async fn main() -> anyhow::Result<()> {
         kbng_control::observe::Observer::new(metrics, &cfg).with_spans(telemetry.exports().traces),
     );
 
+    // Before anything reads the time: a restart goes on with the time it had.
+    let anchor = kbng_control::clock::anchor_path(&cfg.store);
+    log_resumed(kbng_control::clock::resume(&anchor));
+
     let cap = cfg.initial_cap();
     tracing::info!(cap = cap.max_sessions, source = ?cap.source, "licence cap");
     let mut engine = Engine::new(cfg.engine.clone(), cap, now_ns())
@@ -127,6 +131,7 @@ async fn main() -> anyhow::Result<()> {
         return Ok(());
     }
 
+    tokio::spawn(kbng_control::clock::keep_anchor(anchor));
     let t = Instant::now();
     let store = Store::open_with(&cfg.store, cfg.store_sync)
         .with_context(|| format!("{}", cfg.store.display()))?;
@@ -247,6 +252,23 @@ async fn main() -> anyhow::Result<()> {
 
 /// What `--check-config` says of the RADIUS section: the servers, and where CoA and
 /// Disconnect requests are taken from whom.
+fn log_resumed(r: kbng_control::clock::Resumed) {
+    use kbng_control::clock::{Resumed, WhyWall};
+    match r {
+        Resumed::FromAnchor { offset_ns } => tracing::warn!(
+            offset_s = offset_ns as f64 / 1e9,
+            "the host's wall clock is away from the time the control had before its restart \
+             (a step not yet slewed, or one made while the control was down); the control goes \
+             on from its own time and slews toward the host's"
+        ),
+        Resumed::OnWall(WhyWall::TooFar { offset_ns }) => tracing::warn!(
+            offset_s = offset_ns as f64 / 1e9,
+            "the host's wall clock moved more than a day while the control was down; taken at once"
+        ),
+        Resumed::OnWall(why) => tracing::info!(?why, "the control's time starts on the wall clock"),
+    }
+}
+
 fn radius_summary(r: &kbng_control::radius::config::RadiusConfig) -> String {
     let das = r.das.as_ref().map_or(", no CoA/Disconnect".into(), |d| {
         let clients: Vec<String> = d.clients.iter().map(|(a, _)| a.to_string()).collect();

@@ -362,6 +362,25 @@ if [[ -r $faketime_lib ]]; then
     else
         bad wall_clock_step_moves_no_lease "started=$started active $active0 -> $active1 offset=$off $(grep -c 'wall clock stepped' "$tmp/control.log")"
     fi
+    # Restarted while the offset is still being slewed, the control goes on from its own
+    # time (the anchor beside the store, on the host's boot clock) instead of applying what
+    # is left of the step to every persisted lease at once.
+    kill -TERM "$ctl_pid"; wait "$ctl_pid" 2>/dev/null; ctl_pid=
+    export FAKETIME_TIMESTAMP_FILE=$tmp/faketime FAKETIME_NO_CACHE=1 DONT_FAKE_MONOTONIC=1 LD_PRELOAD=$faketime_lib
+    start_control; started=$?
+    unset FAKETIME_TIMESTAMP_FILE FAKETIME_NO_CACHE DONT_FAKE_MONOTONIC LD_PRELOAD
+    for _ in $(seq 1 50); do # the offset is exported once a second
+        off=$(metric kbng_control_clock_offset_seconds)
+        /usr/bin/python3 -c "import sys; sys.exit(not float('${off:-0}') > 1)" && break
+        sleep 0.2
+    done
+    active2=$(session_count "&state=active")
+    if ((started == 0 && active2 == active0)) && grep -q "goes on from its own time" "$tmp/control.log" &&
+        /usr/bin/python3 -c "import sys; sys.exit(not 3580 < float('${off:-0}') < 3600)" && reach c2; then
+        ok "restart_during_a_slew_moves_no_lease (active $active0 -> $active2, offset ${off}s still to slew)"
+    else
+        bad restart_during_a_slew_moves_no_lease "started=$started active $active0 -> $active2 offset=$off $(grep 'wall clock' "$tmp/control.log" | tail -2)"
+    fi
     echo "+0" >"$tmp/faketime"
     kill -TERM "$ctl_pid"; wait "$ctl_pid" 2>/dev/null; ctl_pid=
     start_control || bad control_back_on_the_real_clock "$(tail -3 "$tmp/control.log")"
