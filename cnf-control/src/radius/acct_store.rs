@@ -14,7 +14,6 @@
 //! queue behind them or delay them. Each row names its session's bind time, so a row left
 //! from an earlier store (ids restart from 1 when the session store is replaced) is ignored.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc as std_mpsc;
 
@@ -154,24 +153,6 @@ impl AcctStore {
         }
     }
 
-    /// Every row that decodes; `bad` counts the others.
-    pub fn load(&self) -> Result<(HashMap<SessionId, Kept>, usize), AcctStoreError> {
-        let tx = self.db.begin_read().map_err(|e| self.err(e))?;
-        let t = tx.open_table(ROWS).map_err(|e| self.err(e))?;
-        let mut out = HashMap::new();
-        let mut bad = 0;
-        for row in t.iter().map_err(|e| self.err(e))? {
-            let (k, v) = row.map_err(|e| self.err(e))?;
-            match decode(v.value()) {
-                Some(kept) => {
-                    out.insert(k.value(), kept);
-                }
-                None => bad += 1,
-            }
-        }
-        Ok((out, bad))
-    }
-
     /// Puts and deletes in one transaction.
     pub fn write(
         &self,
@@ -197,25 +178,38 @@ impl AcctStore {
     /// Gives each of `sessions` (restored from the session store) what was kept of it, and
     /// deletes the rows of sessions that are gone. Returns how many had a row.
     pub fn restore(&self, sessions: &mut [AcctSession]) -> Result<usize, AcctStoreError> {
-        let (mut kept, bad) = self.load()?;
-        if bad > 0 {
-            tracing::warn!(rows = bad, path = %self.path.display(), "accounting rows that do not decode are ignored");
-        }
+        // Rows are matched by a search of the sessions sorted by id, not through a map of
+        // every row, which at a million sessions would hold about 130 MB through the start.
+        sessions.sort_unstable_by_key(|s| s.subject.id);
         let mut given = 0;
+        let mut bad = 0;
         let mut stale = Vec::new();
-        for s in sessions.iter_mut() {
-            match kept.remove(&s.subject.id) {
-                Some(k) if k.bound_at_ns == s.bound_at_ns => {
-                    s.interim_secs = k.interim_secs;
-                    s.carried = k.carried;
-                    s.raw = k.raw;
-                    given += 1;
+        {
+            let tx = self.db.begin_read().map_err(|e| self.err(e))?;
+            let t = tx.open_table(ROWS).map_err(|e| self.err(e))?;
+            for row in t.iter().map_err(|e| self.err(e))? {
+                let (k, v) = row.map_err(|e| self.err(e))?;
+                let id = k.value();
+                let at = sessions.binary_search_by_key(&id, |s| s.subject.id);
+                match (decode(v.value()), at) {
+                    (Some(k), Ok(at)) if k.bound_at_ns == sessions[at].bound_at_ns => {
+                        let s = &mut sessions[at];
+                        s.interim_secs = k.interim_secs;
+                        s.carried = k.carried;
+                        s.raw = k.raw;
+                        given += 1;
+                    }
+                    (None, _) => {
+                        bad += 1;
+                        stale.push(id);
+                    }
+                    _ => stale.push(id),
                 }
-                Some(_) => stale.push(s.subject.id),
-                None => {}
             }
         }
-        stale.extend(kept.into_keys());
+        if bad > 0 {
+            tracing::warn!(rows = bad, path = %self.path.display(), "accounting rows that do not decode are deleted");
+        }
         if !stale.is_empty() {
             self.write(&[], &stale)?;
         }
@@ -287,6 +281,25 @@ impl Writer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
+
+    /// Every row that decodes; `bad` counts the others.
+    fn load(st: &AcctStore) -> Result<(HashMap<SessionId, Kept>, usize), AcctStoreError> {
+        let tx = st.db.begin_read().map_err(|e| st.err(e))?;
+        let t = tx.open_table(ROWS).map_err(|e| st.err(e))?;
+        let mut out = HashMap::new();
+        let mut bad = 0;
+        for row in t.iter().map_err(|e| st.err(e))? {
+            let (k, v) = row.map_err(|e| st.err(e))?;
+            match decode(v.value()) {
+                Some(kept) => {
+                    out.insert(k.value(), kept);
+                }
+                None => bad += 1,
+            }
+        }
+        Ok((out, bad))
+    }
 
     fn fresh(name: &str) -> PathBuf {
         let p = std::env::temp_dir().join(format!("kbng-acct-{name}-{}", std::process::id()));
@@ -347,7 +360,8 @@ mod tests {
         {
             let st = AcctStore::open(&path).unwrap();
             // 1: kept; 2: the same id but another bind time (an earlier store's session);
-            // 3: a session that ended while the control was down.
+            // 3: a session that ended while the control was down; 4: a row that does not
+            // decode (a later format).
             st.write(
                 &[
                     (1, kept(10, true)),
@@ -357,6 +371,12 @@ mod tests {
                 &[],
             )
             .unwrap();
+            let tx = st.db.begin_write().unwrap();
+            tx.open_table(ROWS)
+                .unwrap()
+                .insert(4, [9u8; 3].as_slice())
+                .unwrap();
+            tx.commit().unwrap();
         }
         let st = AcctStore::open(&path).unwrap();
         let mut s1 = session();
@@ -366,11 +386,21 @@ mod tests {
         let mut s2 = s1.clone();
         s2.subject.id = 2;
         s2.bound_at_ns = 20;
-        let mut v = vec![s1, s2];
+        let mut s4 = s1.clone();
+        s4.subject.id = 4;
+        // In reverse order: the restore sorts them.
+        let mut v = vec![s4, s2, s1];
         assert_eq!(st.restore(&mut v).unwrap(), 1);
+        assert_eq!(
+            v.iter().map(|s| s.subject.id).collect::<Vec<_>>(),
+            [1, 2, 4]
+        );
         assert_eq!(Kept::of(&v[0]), kept(10, true));
-        assert_eq!((v[1].carried, v[1].raw), (Counts::default(), None));
-        let rows = st.load().unwrap().0;
+        for s in &v[1..] {
+            assert_eq!((s.carried, s.raw), (Counts::default(), None));
+        }
+        let (rows, bad) = load(&st).unwrap();
+        assert_eq!(bad, 0, "the row that does not decode is gone");
         assert_eq!(
             rows.keys().collect::<Vec<_>>(),
             vec![&1],
@@ -390,7 +420,7 @@ mod tests {
         w.send(Op::Delete(1));
         drop(w);
         thread.join().unwrap();
-        let (rows, bad) = AcctStore::open(&path).unwrap().load().unwrap();
+        let (rows, bad) = load(&AcctStore::open(&path).unwrap()).unwrap();
         assert_eq!(bad, 0);
         assert_eq!(rows, HashMap::from([(2, kept(2, false))]));
         let _ = std::fs::remove_file(&path);
