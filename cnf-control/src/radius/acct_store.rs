@@ -12,7 +12,7 @@
 //! A file of its own beside the session store, written by a thread of its own: the session
 //! store's commits hold back DHCP ACKs (`crate::commit`), and a round of interims must not
 //! queue behind them or delay them. Each row names its session's bind time, so a row left
-//! from an earlier store (ids restart from 1 when the session store is replaced) is ignored.
+//! from an earlier store (ids restart from 1 when the session store is replaced) is dropped.
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc as std_mpsc;
@@ -26,7 +26,7 @@ use crate::core::SessionId;
 
 const ROWS: TableDefinition<u64, &[u8]> = TableDefinition::new("accounting");
 
-/// Rows are written rarely and read once at start.
+/// Rows are written in groups and read once, in order, at start: a small cache will do.
 const CACHE_BYTES: usize = 4 << 20;
 
 /// Most changes in one transaction; more wait for the next.
