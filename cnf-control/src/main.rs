@@ -250,8 +250,8 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// What `--check-config` says of the RADIUS section: the servers, and where CoA and
-/// Disconnect requests are taken from whom.
+/// Says how the control's time began: a resume from the anchor is worth a warning, since
+/// the host's clock moved under the control.
 fn log_resumed(r: kbng_control::clock::Resumed) {
     use kbng_control::clock::{Resumed, WhyWall};
     match r {
@@ -269,6 +269,8 @@ fn log_resumed(r: kbng_control::clock::Resumed) {
     }
 }
 
+/// What `--check-config` says of the RADIUS section: the servers, and where CoA and
+/// Disconnect requests are taken from whom.
 fn radius_summary(r: &kbng_control::radius::config::RadiusConfig) -> String {
     let das = r.das.as_ref().map_or(", no CoA/Disconnect".into(), |d| {
         let clients: Vec<String> = d.clients.iter().map(|(a, _)| a.to_string()).collect();
