@@ -95,6 +95,7 @@ freeradius_conf "$tmp" "$rip" "$auth_port" "$acct_port" "$secret" <<EOF
 
 "02:00:00:00:0a:09" Cleartext-Password := "02:00:00:00:0a:09"
 	Filter-Id := "gold",
+	Class := "kbng-billing-c9",
 	Acct-Interim-Interval := 3
 
 "02:00:00:00:0a:0a" Cleartext-Password := "02:00:00:00:0a:0a"
@@ -415,6 +416,14 @@ if [[ -n $rad_pid ]] && start_control "$tmp/control.yaml"; then
             if py "len(d) >= $n9 + 2 and d[$n9 - 1] >= 3000000 and all(a <= b for a, b in zip(d, d[1:]))" <<<"$o9" | grep -q True; then
                 ok "c9's interims after a control restart, with the dataplane restarted meanwhile, keep its traffic (output octets $o9)"; else
                 bad "c9's interims after the control and the dataplane restart keep its traffic" "output octets in order: $o9 (before: $n9)"; fi
+            # The Class of c9's Access-Accept comes back in every one of its accounting
+            # records (RFC 2865 5.25), after both restarts too. The detail file shows it as
+            # hex octets.
+            classes=$(detail | py "sorted(set(r.get('Class', '-') for r in d if r.get('Acct-Session-Id') == '$asid9'))")
+            want="['0x$(printf kbng-billing-c9 | od -An -tx1 | tr -d ' \n')']"
+            if [[ $classes == "$want" ]] && (($(interims9 | py 'len(d)') >= n9 + 2)); then
+                ok "every accounting record of c9 carries its Access-Accept's Class, after the restarts too"; else
+                bad "every accounting record of c9 carries its Access-Accept's Class" "Class values seen: $classes (want $want)"; fi
         else
             bad "the control stops with SIGTERM before the double restart" "$(tail -3 "$tmp/control.log")"
         fi

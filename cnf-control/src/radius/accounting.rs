@@ -127,6 +127,8 @@ pub struct AcctSession {
     pub carried: Counts,
     /// The last reading, as the dataplane gave it.
     pub raw: Option<Reading>,
+    /// The Access-Accept's Class attributes, sent back in every Accounting-Request.
+    pub class: Vec<Vec<u8>>,
 }
 
 impl AcctSession {
@@ -188,6 +190,7 @@ pub fn request(cfg: &RadiusConfig, s: &AcctSession, status: Status, now_ns: u64)
     a.push((attr::USER_NAME, s.user_name.clone().into_bytes()));
     a.extend(nas_attributes(cfg, &s.subject));
     a.push((attr::FRAMED_IP_ADDRESS, s.ip.octets().to_vec()));
+    a.extend(s.class.iter().map(|c| (attr::CLASS, c.clone())));
     let now_secs = now_ns / NS_PER_SEC;
     push_u32(
         &mut a,
@@ -322,6 +325,7 @@ pub(crate) mod tests {
                     out_packets: 4,
                 },
             }),
+            class: vec![b"billing-1".to_vec(), vec![0, 0xff]],
         }
     }
 
@@ -403,6 +407,26 @@ pub(crate) mod tests {
         assert_eq!(cause(EndReason::Drained), 10); // NAS-Request
         assert_eq!(cause(EndReason::Refused), 9); // NAS-Error
         assert_eq!(cause(EndReason::Declined), 17); // User-Error
+    }
+
+    #[test]
+    fn every_request_sends_the_class_back_unmodified() {
+        for st in [
+            Status::Start,
+            Status::Interim,
+            Status::Stop(EndReason::Released),
+        ] {
+            let req = request(&cfg(), &session(), st, 1_000 * NS_PER_SEC);
+            let bytes = req.build(1, [0; 16], b"s3cret").unwrap();
+            let p = verify_accounting_style_request(&bytes, b"s3cret").unwrap();
+            let class: Vec<Vec<u8>> = p
+                .attributes()
+                .map_while(Result::ok)
+                .filter(|a| a.kind == attr::CLASS)
+                .map(|a| a.value.to_vec())
+                .collect();
+            assert_eq!(class, session().class, "{st:?}");
+        }
     }
 
     #[test]

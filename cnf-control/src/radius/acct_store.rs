@@ -33,7 +33,8 @@ const CACHE_BYTES: usize = 4 << 20;
 const GROUP_MAX: usize = 50_000;
 
 const FORMAT: u8 = 1;
-const ROW_LEN: usize = 1 + 8 + 4 + 32 + 1 + 8 + 32;
+/// The fixed part of a row; the Class values follow it (a count, then each with its length).
+const FIXED_LEN: usize = 1 + 8 + 4 + 32 + 1 + 8 + 32;
 
 /// The accounting file beside the session store `store`.
 pub fn path_beside(store: &Path) -> PathBuf {
@@ -43,7 +44,7 @@ pub fn path_beside(store: &Path) -> PathBuf {
 }
 
 /// What is kept of one session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Kept {
     /// The session's bind time: with its id, which session the row belongs to.
     pub bound_at_ns: u64,
@@ -51,6 +52,8 @@ pub struct Kept {
     pub interim_secs: u32,
     pub carried: Counts,
     pub raw: Option<Reading>,
+    /// The Access-Accept's Class attributes.
+    pub class: Vec<Vec<u8>>,
 }
 
 impl Kept {
@@ -60,6 +63,7 @@ impl Kept {
             interim_secs: s.interim_secs,
             carried: s.carried,
             raw: s.raw,
+            class: s.class.clone(),
         }
     }
 }
@@ -82,10 +86,17 @@ fn encode(k: &Kept, out: &mut Vec<u8>) {
     out.push(u8::from(k.raw.is_some()));
     out.extend_from_slice(&r.boot_id.to_le_bytes());
     put_counts(out, &r.counts);
+    // An attribute's value is at most 253 bytes, and a packet of 4,096 holds fewer than
+    // 65,536 of them, so neither length is cut.
+    out.extend_from_slice(&(k.class.len() as u16).to_le_bytes());
+    for c in &k.class {
+        out.push(c.len() as u8);
+        out.extend_from_slice(c);
+    }
 }
 
 fn decode(b: &[u8]) -> Option<Kept> {
-    if b.len() != ROW_LEN || b[0] != FORMAT {
+    if b.len() < FIXED_LEN + 2 || b[0] != FORMAT {
         return None;
     }
     let u = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
@@ -103,11 +114,21 @@ fn decode(b: &[u8]) -> Option<Kept> {
         }),
         _ => return None,
     };
-    Some(Kept {
+    let n = u16::from_le_bytes([b[FIXED_LEN], b[FIXED_LEN + 1]]);
+    let mut rest = &b[FIXED_LEN + 2..];
+    let mut class = Vec::with_capacity(usize::from(n).min(rest.len()));
+    for _ in 0..n {
+        let (&len, tail) = rest.split_first()?;
+        let (c, tail) = tail.split_at_checked(usize::from(len))?;
+        class.push(c.to_vec());
+        rest = tail;
+    }
+    rest.is_empty().then(|| Kept {
         bound_at_ns: u(1),
         interim_secs: u32::from_le_bytes(b[9..13].try_into().expect("4 bytes")),
         carried: counts(13),
         raw,
+        class,
     })
 }
 
@@ -162,7 +183,7 @@ impl AcctStore {
         let tx = self.db.begin_write().map_err(|e| self.err(e))?;
         {
             let mut t = tx.open_table(ROWS).map_err(|e| self.err(e))?;
-            let mut v = Vec::with_capacity(ROW_LEN);
+            let mut v = Vec::with_capacity(FIXED_LEN + 2);
             for (id, k) in puts {
                 v.clear();
                 encode(k, &mut v);
@@ -197,6 +218,7 @@ impl AcctStore {
                         s.interim_secs = k.interim_secs;
                         s.carried = k.carried;
                         s.raw = k.raw;
+                        s.class = k.class;
                         given += 1;
                     }
                     (None, _) => {
@@ -316,6 +338,7 @@ mod tests {
         }
     }
 
+    /// With `raw`, a reading and two Class values (one of the longest an attribute holds).
     fn kept(bound: u64, raw: bool) -> Kept {
         Kept {
             bound_at_ns: bound,
@@ -325,23 +348,58 @@ mod tests {
                 boot_id: 7,
                 counts: counts(u64::MAX - 3),
             }),
+            class: if raw {
+                vec![b"billing-7".to_vec(), vec![0xa5; 253]]
+            } else {
+                vec![]
+            },
         }
     }
 
     #[test]
     fn rows_round_trip_and_others_are_refused() {
-        for k in [kept(1, true), kept(u64::MAX, false)] {
+        for (k, len) in [
+            (kept(1, true), FIXED_LEN + 2 + 10 + 254),
+            (kept(u64::MAX, false), FIXED_LEN + 2),
+        ] {
             let mut v = Vec::new();
             encode(&k, &mut v);
-            assert_eq!(v.len(), ROW_LEN);
-            assert_eq!(decode(&v), Some(k));
+            assert_eq!(v.len(), len);
+            assert_eq!(decode(&v), Some(k.clone()));
             let mut other = v.clone();
             other[0] = 2;
             assert_eq!(decode(&other), None, "another format");
             other = v.clone();
             other[45] = 9;
             assert_eq!(decode(&other), None, "a raw flag that is neither");
-            assert_eq!(decode(&v[..ROW_LEN - 1]), None, "short");
+            assert_eq!(decode(&v[..len - 1]), None, "short");
+            other = v.clone();
+            other.push(0);
+            assert_eq!(decode(&other), None, "a byte past the Class values");
+            other = v.clone();
+            other[FIXED_LEN] += 1;
+            assert_eq!(decode(&other), None, "one Class value more than there is");
+        }
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        for n in 0..20_000 {
+            let len = n % (FIXED_LEN + 40);
+            let b: Vec<u8> = (0..len)
+                .map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    seed as u8
+                })
+                .collect();
+            let mut with_format = b.clone();
+            if let Some(f) = with_format.first_mut() {
+                *f = FORMAT;
+            }
+            let _ = (decode(&b), decode(&with_format));
         }
     }
 

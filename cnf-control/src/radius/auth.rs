@@ -137,29 +137,53 @@ fn text(v: &[u8]) -> String {
         .to_string()
 }
 
-/// What an answer (already verified) means: the outcome, and an Acct-Interim-Interval if the
-/// server set one.
+/// What an Access-Accept sets for its session's accounting.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AcceptAcct {
+    /// Acct-Interim-Interval.
+    pub interim_secs: Option<u32>,
+    /// Every Class (RFC 2865 §5.25), in order: sent back unmodified in each of the session's
+    /// Accounting-Requests, which is how billing systems tie usage to the authorization.
+    pub class: Vec<Vec<u8>>,
+}
+
+impl AcceptAcct {
+    pub fn is_empty(&self) -> bool {
+        self.interim_secs.is_none() && self.class.is_empty()
+    }
+}
+
+/// What an answer (already verified) means: the outcome, and what an Access-Accept set for
+/// the accounting.
 pub fn outcome(
     cfg: &RadiusConfig,
     answer_code: u8,
     attrs: &[(u8, Vec<u8>)],
-) -> (AuthOutcome, Option<u32>) {
+) -> (AuthOutcome, AcceptAcct) {
     match answer_code {
         code::ACCESS_ACCEPT => {
-            let interim = attrs
+            let interim_secs = attrs
                 .iter()
                 .find(|(k, _)| *k == attr::ACCT_INTERIM_INTERVAL)
                 .and_then(|(_, v)| <[u8; 4]>::try_from(v.as_slice()).ok())
                 .map(u32::from_be_bytes);
+            let class = attrs
+                .iter()
+                .filter(|(k, _)| *k == attr::CLASS)
+                .map(|(_, v)| v.clone())
+                .collect();
             (
                 AuthOutcome::Accept {
                     plan: plan_of(cfg.plan_attribute, attrs),
                 },
-                interim,
+                AcceptAcct {
+                    interim_secs,
+                    class,
+                },
             )
         }
         // Access-Challenge asks for an exchange a DHCP subscriber cannot have.
-        _ => (AuthOutcome::Reject, None),
+        _ => (AuthOutcome::Reject, AcceptAcct::default()),
     }
 }
 
@@ -308,8 +332,10 @@ pub(crate) mod tests {
     fn outcomes() {
         let c = cfg();
         let attrs = vec![
+            (attr::CLASS, b"billing-1".to_vec()),
             (attr::FILTER_ID, b"gold".to_vec()),
             (attr::ACCT_INTERIM_INTERVAL, 60u32.to_be_bytes().to_vec()),
+            (attr::CLASS, vec![0, 0xff]),
         ];
         assert_eq!(
             outcome(&c, code::ACCESS_ACCEPT, &attrs),
@@ -317,12 +343,15 @@ pub(crate) mod tests {
                 AuthOutcome::Accept {
                     plan: Some("gold".into())
                 },
-                Some(60)
+                AcceptAcct {
+                    interim_secs: Some(60),
+                    class: vec![b"billing-1".to_vec(), vec![0, 0xff]],
+                }
             )
         );
         assert_eq!(
             outcome(&c, code::ACCESS_ACCEPT, &[]),
-            (AuthOutcome::Accept { plan: None }, None)
+            (AuthOutcome::Accept { plan: None }, AcceptAcct::default())
         );
         assert_eq!(
             outcome(&c, code::ACCESS_REJECT, &attrs).0,

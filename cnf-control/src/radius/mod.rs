@@ -218,6 +218,7 @@ fn acct_session(cfg: &RadiusConfig, s: &Session) -> Option<AcctSession> {
         interim_secs: cfg.interim_secs,
         carried: Counts::default(),
         raw: None,
+        class: Vec::new(),
     })
 }
 

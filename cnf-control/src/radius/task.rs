@@ -32,9 +32,9 @@ use crate::core::session::EndReason;
 /// takes longer.
 const FINALS_WAIT: Duration = Duration::from_secs(5);
 
-/// Accept-supplied interims waiting for their session's Start; bounded (an accepted session
-/// may never bind).
-const ACCEPT_INTERIM_MAX: usize = 1 << 16;
+/// What Access-Accepts set for the accounting (interval, Class), waiting for their session's
+/// Start; bounded (an accepted session may never bind).
+const ACCEPT_ACCT_MAX: usize = 1 << 16;
 
 /// Accounting requests held while the Accounting-On is outstanding; beyond this they go out
 /// unheld rather than pile up.
@@ -74,7 +74,7 @@ pub(super) struct Task {
     /// When each session's next Interim-Update is due. An entry whose session stopped is
     /// skipped when it comes up (ids are never reused), so a Stop need not search here.
     due: BTreeSet<(Instant, SessionId)>,
-    accept_interim: HashMap<SessionId, u32>,
+    accept_acct: HashMap<SessionId, auth::AcceptAcct>,
     stopping: HashMap<SessionId, Stopping>,
     /// Accounting-On sent and not yet answered or given up on.
     on_pending: bool,
@@ -112,7 +112,7 @@ impl Task {
             socket,
             sessions,
             due,
-            accept_interim: HashMap::new(),
+            accept_acct: HashMap::new(),
             stopping: HashMap::new(),
             on_pending: false,
             held: Vec::new(),
@@ -222,15 +222,16 @@ impl Task {
                 self.send(r).into_iter().collect()
             }
             RadiusCmd::Start(mut s) => {
-                if let Some(i) = self.accept_interim.remove(&s.subject.id) {
-                    s.interim_secs = i;
+                if let Some(a) = self.accept_acct.remove(&s.subject.id) {
+                    s.interim_secs = a.interim_secs.unwrap_or(s.interim_secs);
+                    s.class = a.class;
                 }
                 let r = accounting::request(&self.cfg, &s, Status::Start, crate::service::now_ns());
                 let id = s.subject.id;
-                // An interval of the Access-Accept's is this session's alone: kept, so that
-                // its interims go on at that interval after a restart. Sessions on the
-                // configured interval write nothing until their first interim.
-                if s.interim_secs != self.cfg.interim_secs
+                // What the Access-Accept set is this session's alone: kept, so that its
+                // interims go on at that interval, with its Class, after a restart. Other
+                // sessions write nothing until their first interim.
+                if (s.interim_secs != self.cfg.interim_secs || !s.class.is_empty())
                     && let Some(w) = &self.kept
                 {
                     w.send(acct_store::Op::Put(id, Kept::of(&s)));
@@ -418,17 +419,17 @@ impl Task {
                             .collect()
                     })
                     .unwrap_or_default();
-                let (outcome, interim) = auth::outcome(&self.cfg, c, &attrs);
+                let (outcome, acct) = auth::outcome(&self.cfg, c, &attrs);
                 self.tally.add(match c {
                     code::ACCESS_ACCEPT => "RADIUS Access-Accept",
                     code::ACCESS_REJECT => "RADIUS Access-Reject",
                     _ => "RADIUS Access-Challenge refused",
                 });
-                if let Some(i) = interim {
-                    if self.accept_interim.len() >= ACCEPT_INTERIM_MAX {
-                        self.accept_interim.clear();
+                if !acct.is_empty() {
+                    if self.accept_acct.len() >= ACCEPT_ACCT_MAX {
+                        self.accept_acct.clear();
                     }
-                    self.accept_interim.insert(session, i);
+                    self.accept_acct.insert(session, acct);
                 }
                 (session, outcome)
             }
@@ -543,6 +544,7 @@ mod tests {
             interim_secs: 0,
             carried: Counts::default(),
             raw: None,
+            class: vec![],
         };
         link.tx.send(RadiusCmd::Start(s)).unwrap();
         let next = async |h: &mut mpsc::UnboundedReceiver<u32>| {
