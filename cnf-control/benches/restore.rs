@@ -74,6 +74,7 @@ fn session(i: u64) -> Session {
         circuit_id: None,
         remote_id: None,
         created_ns: BASE_NS + i,
+        ends_at_ns: None,
         state: State::Active {
             lease: Lease {
                 ip: Ipv4Addr::from(first_ip() + i as u32),

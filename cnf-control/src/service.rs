@@ -42,6 +42,8 @@ pub struct SessionView {
     pub bound_at_ns: Option<u64>,
     pub renewed_at_ns: Option<u64>,
     pub lease_secs: Option<u32>,
+    /// When the Access-Accept's Session-Timeout ends the session; none without one.
+    pub ends_at_ns: Option<u64>,
     pub circuit_id: Option<String>,
     pub remote_id: Option<String>,
 }
@@ -63,6 +65,7 @@ pub fn view(s: &Session) -> SessionView {
         bound_at_ns: b.map(|(l, _)| l.bound_at_ns),
         renewed_at_ns: b.map(|(l, _)| l.renewed_at_ns),
         lease_secs: b.map(|(l, _)| l.lease_secs),
+        ends_at_ns: s.ends_at_ns.map(std::num::NonZeroU64::get),
         circuit_id: s
             .circuit_id
             .as_ref()

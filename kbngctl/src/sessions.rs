@@ -247,6 +247,9 @@ async fn show(c: &Client, id: u64, output: Output) -> anyhow::Result<ExitCode> {
     println!("  {:<12} {}", "created", time(&v["createdNs"]));
     println!("  {:<12} {}", "bound at", time(&v["boundAtNs"]));
     println!("  {:<12} {}", "renewed at", time(&v["renewedAtNs"]));
+    if !v["endsAtNs"].is_null() {
+        println!("  {:<12} {}", "ends at", time(&v["endsAtNs"]));
+    }
     match counters {
         Ok(cn) => {
             println!("  counters     packets/bytes (green, yellow, red), dropped");

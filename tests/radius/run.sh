@@ -100,6 +100,10 @@ freeradius_conf "$tmp" "$rip" "$auth_port" "$acct_port" "$secret" <<EOF
 
 "02:00:00:00:0a:0a" Cleartext-Password := "02:00:00:00:0a:0a"
 	Filter-Id := "gold"
+
+"02:00:00:00:0a:0b" Cleartext-Password := "02:00:00:00:0a:0b"
+	Filter-Id := "gold",
+	Session-Timeout := 6
 EOF
 start_freeradius() { freeradius_start "$tmp"; }
 log "starting freeradius on $rip:$auth_port/$acct_port"
@@ -276,6 +280,21 @@ stop5_final() {
 }
 if wait_for 8 stop5_final; then ok "after RELEASE c5's Stop carries its final octets (>= the ${got5} bytes downloaded, no interim before it) and User-Request"; else
     bad "c5's Stop carries its final octets" "downloaded=$got5 $(detail | py "[r for r in d if r.get('Acct-Session-Id') == '$asid5']")"; fi
+
+# ---- Session-Timeout: c11's Access-Accept allows 6 s of service; its lease is cut to that
+# (the pool's is longer) and the session ends then, Stop with Session-Timeout
+client c11 02:00:00:00:0a:0b
+inns c11 timeout 30 udhcpc -i e0 -n -q -f -s /etc/udhcpc/default.script >>"$tmp/clients.log" 2>&1
+ip11=$(addr_of c11)
+id11=$(session_of "$ip11" id) lease11=$(session_of "$ip11" leaseSecs) ends11=$(session_of "$ip11" endsAtNs)
+asid11=$(printf '%016x' "${id11:-0}")
+c11_gone() { [[ $(session_of "$ip11" id) == None ]]; }
+# What is left of the 6 s when the ACK leaves, in whole seconds: 5 or 6.
+if [[ $lease11 =~ ^[56]$ && $ends11 =~ ^[0-9]+$ ]] &&
+    wait_for 15 detail_has "$asid11" Stop "r.get('Acct-Terminate-Cause') == 'Session-Timeout' and 5 <= int(r.get('Acct-Session-Time', -1)) <= 9" &&
+    wait_for 5 c11_gone && audit_clean >/dev/null; then
+    ok "an Access-Accept's Session-Timeout (6 s) cuts c11's lease to it (${lease11} s, the pool's is 600) and ends the session then (Stop with Session-Timeout)"; else
+    bad "an Access-Accept's Session-Timeout ends the session" "ip=$ip11 lease=$lease11 endsAtNs=$ends11 $(detail | py "[r for r in d if r.get('Acct-Session-Id') == '$asid11']" | tail -c 600)"; fi
 
 # ---- SIGTERM with live sessions: no Accounting-Off; restart with CHAP: no second Accounting-On
 if stop_control && (($(nas_count Accounting-Off) == 0)) && grep -q 'no RADIUS Accounting-Off: sessions carry on' "$tmp/control.log"; then

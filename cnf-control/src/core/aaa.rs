@@ -52,8 +52,12 @@ pub enum Authorization {
 /// The answer of an external AAA (RADIUS) for one session's authorization.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AuthOutcome {
-    /// Accepted with the plan named by the reply (`None` = the default plan).
-    Accept { plan: Option<String> },
+    /// Accepted with the plan named by the reply (`None` = the default plan), and at most
+    /// `session_timeout_secs` of service (RADIUS Session-Timeout), when the reply limits it.
+    Accept {
+        plan: Option<String>,
+        session_timeout_secs: Option<u32>,
+    },
     /// Rejected: treated as an unknown subscriber (captive or dropped per policy).
     Reject,
     /// No server answered within the retries: also per the unknown-subscriber policy (a BNG

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::net::Ipv4Addr;
+use std::num::NonZeroU64;
 
 use kbng_wire::DhcpMessageType;
 use kbng_wire::MacAddr as WireMac;
@@ -80,6 +81,11 @@ pub struct Session {
     pub remote_id: Option<Vec<u8>>,
     pub created_ns: u64,
     pub state: State,
+    /// When an Access-Accept's Session-Timeout ends the session (Unix ns): no lease granted
+    /// runs past it, so the session ends when its last lease does. Non-zero, so that the
+    /// field costs 8 bytes a session, not 16.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ends_at_ns: Option<NonZeroU64>,
     /// The request to answer next (not persisted). Boxed because it is almost always `None`
     /// and an inline `Inbound` (about 300 bytes) made every held session that much larger.
     #[serde(skip)]
@@ -209,6 +215,8 @@ struct Reply {
     pool: usize,
     /// The session an ACK announces (see [`Output::Inject`]).
     announces: Option<SessionId>,
+    /// The lease time, when not the pool's (a session that ends sooner).
+    lease_secs: Option<u32>,
 }
 
 impl Reply {
@@ -219,6 +227,7 @@ impl Reply {
             yiaddr: Ipv4Addr::UNSPECIFIED,
             pool,
             announces: None,
+            lease_secs: None,
         }
     }
 }
@@ -701,6 +710,7 @@ impl Engine {
             remote_id: identity.remote_id.clone(),
             created_ns: now_ns,
             state,
+            ends_at_ns: None,
             pending: Some(Box::new(inb)),
             last_offer_ns: 0,
         };
@@ -780,8 +790,18 @@ impl Engine {
             return out;
         }
         let grant = match result {
-            AuthOutcome::Accept { plan } => {
+            AuthOutcome::Accept {
+                plan,
+                session_timeout_secs,
+            } => {
                 self.count("authorization accepted");
+                // Zero is "no limit" to some servers; nothing ends a session before it began.
+                let ends = session_timeout_secs.filter(|&t| t > 0).and_then(|t| {
+                    NonZeroU64::new(now_ns.saturating_add(u64::from(t) * NS_PER_SEC))
+                });
+                if let Some(s) = self.sessions.get_mut(&id) {
+                    s.ends_at_ns = ends;
+                }
                 self.grant_for(id, plan.as_deref())
             }
             AuthOutcome::Reject | AuthOutcome::Unreachable => {
@@ -843,7 +863,14 @@ impl Engine {
         let ip = old_state.ip();
         let (pool, mut lease_secs) = self.lease_secs_for(ip);
         if let Some(l) = self.relay_lease_secs(id) {
+            // The relayed server's lease is in its ACK, which passes through unchanged.
             lease_secs = l;
+        } else if let Some(end) = self.sessions.get(&id).and_then(|s| s.ends_at_ns) {
+            // No lease past the session's end: it ends when its last lease runs out, as a
+            // lease expiry (Acct-Terminate-Cause Session-Timeout). Renewals near the end get
+            // what is left; a second at least, so that no lease is zero.
+            let left = end.get().saturating_sub(now_ns) / NS_PER_SEC;
+            lease_secs = lease_secs.min(u32::try_from(left).unwrap_or(u32::MAX).max(1));
         }
         let Some(s) = self.sessions.get_mut(&id) else {
             return;
@@ -855,7 +882,7 @@ impl Engine {
         let after = s.state.name();
         self.index_ip(id, ips.0, ips.1);
         for a in actions {
-            self.act(id, a, pool, now_ns, out);
+            self.act(id, a, (pool, lease_secs), now_ns, out);
         }
         if before != after {
             self.changed(id, out);
@@ -914,7 +941,16 @@ impl Engine {
         }
     }
 
-    fn act(&mut self, id: SessionId, a: Action, pool: usize, now_ns: u64, out: &mut Vec<Output>) {
+    /// Carry out `a` for session `id`, whose address is of pool `pool` and whose lease time
+    /// in this step is `lease_secs`.
+    fn act(
+        &mut self,
+        id: SessionId,
+        a: Action,
+        (pool, lease_secs): (usize, u32),
+        now_ns: u64,
+        out: &mut Vec<Output>,
+    ) {
         let Some(s) = self.sessions.get_mut(&id) else {
             return;
         };
@@ -945,6 +981,7 @@ impl Engine {
                         yiaddr: yi,
                         pool,
                         announces: (kind == DhcpMessageType::Ack).then_some(id),
+                        lease_secs: Some(lease_secs),
                     };
                     self.reply(&inb, line, reply, out);
                 }
@@ -1012,9 +1049,21 @@ impl Engine {
             yiaddr,
             pool,
             announces,
+            lease_secs,
         } = reply;
         let Some(params) = self.params.get(pool) else {
             return;
+        };
+        let shorter;
+        let params = match lease_secs {
+            Some(l) if l != params.lease_secs => {
+                shorter = LeaseParams {
+                    lease_secs: l,
+                    ..params.clone()
+                };
+                &shorter
+            }
+            _ => params,
         };
         let mac = self
             .port_macs

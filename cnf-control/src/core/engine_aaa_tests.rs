@@ -69,6 +69,7 @@ fn accept_installs_the_plan_named_by_the_server_and_starts_accounting() {
         id,
         AuthOutcome::Accept {
             plan: Some("silver".into()),
+            session_timeout_secs: None,
         },
         2,
         1,
@@ -89,7 +90,16 @@ fn accept_installs_the_plan_named_by_the_server_and_starts_accounting() {
 fn accept_without_a_plan_takes_the_default() {
     let mut e = engine(UnknownPolicy::Captive);
     let id = discover(&mut e, 1, 1);
-    let out = answer_and_bind(&mut e, id, AuthOutcome::Accept { plan: None }, 1, 1);
+    let out = answer_and_bind(
+        &mut e,
+        id,
+        AuthOutcome::Accept {
+            plan: None,
+            session_timeout_secs: None,
+        },
+        1,
+        1,
+    );
     assert_eq!(installed(&out).map(|d| d.plan_id), Some(10));
 }
 
@@ -117,7 +127,16 @@ fn reject_drops_the_subscriber_and_frees_the_address_under_the_reject_policy() {
     // The address went back to the pool: the same subscriber, accepted later, gets it again
     // (an address still held could not be handed out).
     let id2 = discover(&mut e, 4, 2);
-    let out = answer_and_bind(&mut e, id2, AuthOutcome::Accept { plan: None }, 2, 4);
+    let out = answer_and_bind(
+        &mut e,
+        id2,
+        AuthOutcome::Accept {
+            plan: None,
+            session_timeout_secs: None,
+        },
+        2,
+        4,
+    );
     assert_eq!(installed(&out).map(|d| d.ip), Some(held));
 }
 
@@ -139,7 +158,14 @@ fn no_answer_times_out_and_a_late_answer_changes_nothing() {
     assert_eq!(e.sessions_len(), 1);
     e.tick(11 * S);
     assert_eq!(e.sessions_len(), 0, "timed out after 10 s");
-    let out = e.auth_result(id, AuthOutcome::Accept { plan: None }, 12 * S);
+    let out = e.auth_result(
+        id,
+        AuthOutcome::Accept {
+            plan: None,
+            session_timeout_secs: None,
+        },
+        12 * S,
+    );
     assert!(out.is_empty());
     assert_eq!(counter(&e, "late authorization ignored"), 1);
     // The client's next DISCOVER starts a fresh attempt.
@@ -151,7 +177,16 @@ fn no_answer_times_out_and_a_late_answer_changes_nothing() {
 fn a_second_answer_for_a_bound_session_is_ignored() {
     let mut e = engine(UnknownPolicy::Captive);
     let id = discover(&mut e, 1, 1);
-    answer_and_bind(&mut e, id, AuthOutcome::Accept { plan: None }, 1, 1);
+    answer_and_bind(
+        &mut e,
+        id,
+        AuthOutcome::Accept {
+            plan: None,
+            session_timeout_secs: None,
+        },
+        1,
+        1,
+    );
     let out = e.auth_result(id, AuthOutcome::Reject, 2 * S);
     assert!(out.is_empty(), "{out:?}");
     assert_eq!(e.session(id).map(|s| s.state.name()), Some("active"));
@@ -166,6 +201,7 @@ fn coa_changes_the_plan_of_a_live_session() {
         id,
         AuthOutcome::Accept {
             plan: Some("gold".into()),
+            session_timeout_secs: None,
         },
         1,
         1,
@@ -206,7 +242,16 @@ fn a_disconnect_or_a_dataplane_refusal_removes_stops_accounting_and_forgets() {
     ] {
         let mut e = engine(UnknownPolicy::Captive);
         let id = discover(&mut e, 1, 1);
-        answer_and_bind(&mut e, id, AuthOutcome::Accept { plan: None }, 1, 1);
+        answer_and_bind(
+            &mut e,
+            id,
+            AuthOutcome::Accept {
+                plan: None,
+                session_timeout_secs: None,
+            },
+            1,
+            1,
+        );
         let out = end(&mut e, id, 30 * S);
         assert!(out.iter().any(|o| matches!(
             o,
@@ -235,5 +280,66 @@ fn a_disconnect_or_a_dataplane_refusal_removes_stops_accounting_and_forgets() {
         assert_eq!(e.sessions_len(), 0);
         assert!(e.disconnect(id, 32 * S).is_none(), "unknown session");
         assert!(e.refused(id, 32 * S).is_empty(), "unknown session");
+    }
+}
+
+#[test]
+fn a_session_timeout_bounds_every_lease_and_ends_the_session() {
+    let mut e = engine(UnknownPolicy::Captive);
+    let id = discover(&mut e, 1, 1);
+    let accept = AuthOutcome::Accept {
+        plan: None,
+        session_timeout_secs: Some(100),
+    };
+    let out = answer_and_bind(&mut e, id, accept, 1, 1);
+    // The pool leases for 600 s; this session ends at 101 s.
+    let ack = replies(&out).pop().expect("an ACK");
+    assert_eq!(ack.lease_secs, Some(100));
+    assert_eq!(ack.renewal_secs, Some(50));
+    let ip = installed(&out).expect("installed").ip;
+    // A renewal gets what is left, not the pool's lease.
+    let mut r = msg(DhcpMessageType::Request, 1, 3);
+    r.ciaddr = ip;
+    let out = e.handle_dhcp(0, 0, &client_frame(&r, None), 51 * S);
+    assert_eq!(replies(&out).pop().and_then(|a| a.lease_secs), Some(50));
+    e.tick(100 * S);
+    assert!(e.session(id).is_some_and(|s| s.state.ip() == Some(ip)));
+    let out = e.tick(101 * S);
+    assert!(
+        out.iter().any(|o| matches!(
+            o,
+            Output::Accounting {
+                kind: AcctKind::Stop,
+                reason: Some(EndReason::LeaseExpired),
+                ..
+            }
+        )),
+        "{out:?}"
+    );
+    assert!(out.iter().any(|o| matches!(
+        o,
+        Output::Program {
+            op: ProgramOp::Remove(_),
+            ..
+        }
+    )));
+}
+
+#[test]
+fn without_a_session_timeout_or_with_zero_the_pools_lease_applies() {
+    for t in [None, Some(0)] {
+        let mut e = engine(UnknownPolicy::Captive);
+        let id = discover(&mut e, 1, 1);
+        let accept = AuthOutcome::Accept {
+            plan: None,
+            session_timeout_secs: t,
+        };
+        let out = answer_and_bind(&mut e, id, accept, 1, 1);
+        assert_eq!(
+            replies(&out).pop().and_then(|a| a.lease_secs),
+            Some(600),
+            "{t:?}"
+        );
+        assert_eq!(e.session(id).and_then(|s| s.ends_at_ns), None);
     }
 }

@@ -162,11 +162,14 @@ pub fn outcome(
 ) -> (AuthOutcome, AcceptAcct) {
     match answer_code {
         code::ACCESS_ACCEPT => {
-            let interim_secs = attrs
-                .iter()
-                .find(|(k, _)| *k == attr::ACCT_INTERIM_INTERVAL)
-                .and_then(|(_, v)| <[u8; 4]>::try_from(v.as_slice()).ok())
-                .map(u32::from_be_bytes);
+            let u32_attr = |kind: u8| {
+                attrs
+                    .iter()
+                    .find(|(k, _)| *k == kind)
+                    .and_then(|(_, v)| <[u8; 4]>::try_from(v.as_slice()).ok())
+                    .map(u32::from_be_bytes)
+            };
+            let interim_secs = u32_attr(attr::ACCT_INTERIM_INTERVAL);
             let class = attrs
                 .iter()
                 .filter(|(k, _)| *k == attr::CLASS)
@@ -175,6 +178,7 @@ pub fn outcome(
             (
                 AuthOutcome::Accept {
                     plan: plan_of(cfg.plan_attribute, attrs),
+                    session_timeout_secs: u32_attr(attr::SESSION_TIMEOUT),
                 },
                 AcceptAcct {
                     interim_secs,
@@ -336,12 +340,14 @@ pub(crate) mod tests {
             (attr::FILTER_ID, b"gold".to_vec()),
             (attr::ACCT_INTERIM_INTERVAL, 60u32.to_be_bytes().to_vec()),
             (attr::CLASS, vec![0, 0xff]),
+            (attr::SESSION_TIMEOUT, 86_400u32.to_be_bytes().to_vec()),
         ];
         assert_eq!(
             outcome(&c, code::ACCESS_ACCEPT, &attrs),
             (
                 AuthOutcome::Accept {
-                    plan: Some("gold".into())
+                    plan: Some("gold".into()),
+                    session_timeout_secs: Some(86_400),
                 },
                 AcceptAcct {
                     interim_secs: Some(60),
@@ -351,7 +357,13 @@ pub(crate) mod tests {
         );
         assert_eq!(
             outcome(&c, code::ACCESS_ACCEPT, &[]),
-            (AuthOutcome::Accept { plan: None }, AcceptAcct::default())
+            (
+                AuthOutcome::Accept {
+                    plan: None,
+                    session_timeout_secs: None
+                },
+                AcceptAcct::default()
+            )
         );
         assert_eq!(
             outcome(&c, code::ACCESS_REJECT, &attrs).0,

@@ -319,7 +319,14 @@ mod tests {
                 _ => None,
             })
             .unwrap();
-        e.auth_result(id, AuthOutcome::Accept { plan: None }, 0);
+        e.auth_result(
+            id,
+            AuthOutcome::Accept {
+                plan: None,
+                session_timeout_secs: None,
+            },
+            0,
+        );
         let ip = e.session(id).unwrap().state.ip().unwrap();
         let mut r = DhcpRepr::new(DhcpOp::BootRequest, DhcpMessageType::Request, 2, mac);
         r.requested_ip = Some(ip);

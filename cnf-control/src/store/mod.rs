@@ -218,6 +218,7 @@ pub(crate) mod tests {
             circuit_id: Some(b"eth0/1".to_vec()),
             remote_id: None,
             created_ns: 1_700_000_000_000_000_000 + id,
+            ends_at_ns: None,
             state: State::Active {
                 lease: Lease {
                     ip: Ipv4Addr::new(100, 64, 0, id as u8),

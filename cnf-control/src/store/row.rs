@@ -11,6 +11,7 @@
 //! rewritten in the new format the next time its session changes.
 
 use std::net::Ipv4Addr;
+use std::num::NonZeroU64;
 
 use prost::Message;
 
@@ -69,6 +70,8 @@ struct SessionRow {
     remote_id: Option<Vec<u8>>,
     #[prost(uint64, tag = "7")]
     created_ns: u64,
+    #[prost(uint64, optional, tag = "8")]
+    ends_at_ns: Option<u64>,
     #[prost(oneof = "StateRow", tags = "10, 11, 12, 13, 14, 15, 16, 17")]
     state: Option<StateRow>,
 }
@@ -211,6 +214,7 @@ impl From<&Session> for SessionRow {
             circuit_id: s.circuit_id.clone(),
             remote_id: s.remote_id.clone(),
             created_ns: s.created_ns,
+            ends_at_ns: s.ends_at_ns.map(NonZeroU64::get),
             state: Some(state_row(&s.state)),
         }
     }
@@ -459,6 +463,7 @@ impl TryFrom<SessionRow> for Session {
             remote_id: r.remote_id,
             created_ns: r.created_ns,
             state: state(r.state.ok_or(RowError::Field("state"))?)?,
+            ends_at_ns: r.ends_at_ns.and_then(NonZeroU64::new),
             pending: None,
             last_offer_ns: 0,
         })

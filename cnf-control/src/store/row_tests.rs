@@ -89,6 +89,11 @@ fn session(id: u64, key82: bool, state: State) -> Session {
         remote_id: Some(Vec::new()),
         created_ns: id.wrapping_add(1_700_000_000_000_000_000),
         state,
+        // Every other session has an end (a RADIUS Session-Timeout).
+        ends_at_ns: id
+            .is_multiple_of(2)
+            .then(|| NonZeroU64::new(id.wrapping_add(1_700_000_086_400_000_000)))
+            .flatten(),
         pending: None,
         last_offer_ns: 0,
     }
