@@ -415,12 +415,17 @@ if [[ -n $rad_pid ]] && start_control "$tmp/control.yaml"; then
             bad "the others stay after the refusal" "refused=$refused c9=$(session_of "$ip9" state) c10=$(session_of "$ip10" id) $(apiget /v1/dataplanes)"; fi
         # Two interims read from the new dataplane (3 s apart), then every interim of c9, in
         # order, never less than the one before: totals since Start, not the new counters.
-        two_more() { (($(interims9 | py 'len(d)') >= n9 + 2)); }
-        wait_for 12 two_more
-        o9=$(interims9)
-        if py "len(d) >= $n9 + 2 and d[$n9 - 1] >= 3000000 and all(a <= b for a, b in zip(d, d[1:]))" <<<"$o9" | grep -q True; then
-            ok "c9's interims after the dataplane restart keep its traffic from before (output octets $o9)"; else
-            bad "c9's interims after the dataplane restart keep its traffic from before" "output octets in order: $o9 (before the restart: $n9)"; fi
+        # $1 names the restart.
+        interims_keep_traffic() {
+            local o9
+            two_more() { (($(interims9 | py 'len(d)') >= n9 + 2)); }
+            wait_for 12 two_more
+            o9=$(interims9)
+            if py "len(d) >= $n9 + 2 and d[$n9 - 1] >= 3000000 and all(a <= b for a, b in zip(d, d[1:]))" <<<"$o9" | grep -q True; then
+                ok "c9's interims after $1 keep its traffic from before (output octets $o9)"; else
+                bad "c9's interims after $1 keep its traffic from before" "output octets in order: $o9 (before: $n9)"; fi
+        }
+        interims_keep_traffic "the dataplane restart"
         # Then both restart: the control (SIGTERM keeps its sessions), and the dataplane while
         # the control is down. The totals come back from the accounting file beside the store,
         # and the new boot is seen as one: c9's interims still never decrease.
@@ -430,11 +435,7 @@ if [[ -n $rad_pid ]] && start_control "$tmp/control.yaml"; then
             dataplane_start "$dp_bin" "$sock" "$tmp/dataplane-again.log"
             start_control "$tmp/control.yaml"
             reach c9 >/dev/null
-            wait_for 12 two_more
-            o9=$(interims9)
-            if py "len(d) >= $n9 + 2 and d[$n9 - 1] >= 3000000 and all(a <= b for a, b in zip(d, d[1:]))" <<<"$o9" | grep -q True; then
-                ok "c9's interims after a control restart, with the dataplane restarted meanwhile, keep its traffic (output octets $o9)"; else
-                bad "c9's interims after the control and the dataplane restart keep its traffic" "output octets in order: $o9 (before: $n9)"; fi
+            interims_keep_traffic "a control restart, with the dataplane restarted meanwhile,"
             # The Class of c9's Access-Accept comes back in every one of its accounting
             # records (RFC 2865 5.25), after both restarts too. The detail file shows it as
             # hex octets.

@@ -50,6 +50,14 @@ fn answer_and_bind(e: &mut Engine, id: SessionId, r: AuthOutcome, t: u64, m: u8)
     out
 }
 
+/// An Access-Accept naming `plan`, without a Session-Timeout.
+fn accept(plan: Option<&str>) -> AuthOutcome {
+    AuthOutcome::Accept {
+        plan: plan.map(String::from),
+        session_timeout_secs: None,
+    }
+}
+
 fn installed(out: &[Output]) -> Option<DpSession> {
     out.iter().find_map(|o| match o {
         Output::Program {
@@ -64,16 +72,7 @@ fn installed(out: &[Output]) -> Option<DpSession> {
 fn accept_installs_the_plan_named_by_the_server_and_starts_accounting() {
     let mut e = engine(UnknownPolicy::Captive);
     let id = discover(&mut e, 1, 1);
-    let out = answer_and_bind(
-        &mut e,
-        id,
-        AuthOutcome::Accept {
-            plan: Some("silver".into()),
-            session_timeout_secs: None,
-        },
-        2,
-        1,
-    );
+    let out = answer_and_bind(&mut e, id, accept(Some("silver")), 2, 1);
     let d = installed(&out).expect("installed");
     assert_eq!((d.id, d.plan_id, d.captive), (id, 11, false));
     assert!(out.iter().any(|o| matches!(
@@ -90,16 +89,7 @@ fn accept_installs_the_plan_named_by_the_server_and_starts_accounting() {
 fn accept_without_a_plan_takes_the_default() {
     let mut e = engine(UnknownPolicy::Captive);
     let id = discover(&mut e, 1, 1);
-    let out = answer_and_bind(
-        &mut e,
-        id,
-        AuthOutcome::Accept {
-            plan: None,
-            session_timeout_secs: None,
-        },
-        1,
-        1,
-    );
+    let out = answer_and_bind(&mut e, id, accept(None), 1, 1);
     assert_eq!(installed(&out).map(|d| d.plan_id), Some(10));
 }
 
@@ -127,16 +117,7 @@ fn reject_drops_the_subscriber_and_frees_the_address_under_the_reject_policy() {
     // The address went back to the pool: the same subscriber, accepted later, gets it again
     // (an address still held could not be handed out).
     let id2 = discover(&mut e, 4, 2);
-    let out = answer_and_bind(
-        &mut e,
-        id2,
-        AuthOutcome::Accept {
-            plan: None,
-            session_timeout_secs: None,
-        },
-        2,
-        4,
-    );
+    let out = answer_and_bind(&mut e, id2, accept(None), 2, 4);
     assert_eq!(installed(&out).map(|d| d.ip), Some(held));
 }
 
@@ -158,14 +139,7 @@ fn no_answer_times_out_and_a_late_answer_changes_nothing() {
     assert_eq!(e.sessions_len(), 1);
     e.tick(11 * S);
     assert_eq!(e.sessions_len(), 0, "timed out after 10 s");
-    let out = e.auth_result(
-        id,
-        AuthOutcome::Accept {
-            plan: None,
-            session_timeout_secs: None,
-        },
-        12 * S,
-    );
+    let out = e.auth_result(id, accept(None), 12 * S);
     assert!(out.is_empty());
     assert_eq!(counter(&e, "late authorization ignored"), 1);
     // The client's next DISCOVER starts a fresh attempt.
@@ -177,16 +151,7 @@ fn no_answer_times_out_and_a_late_answer_changes_nothing() {
 fn a_second_answer_for_a_bound_session_is_ignored() {
     let mut e = engine(UnknownPolicy::Captive);
     let id = discover(&mut e, 1, 1);
-    answer_and_bind(
-        &mut e,
-        id,
-        AuthOutcome::Accept {
-            plan: None,
-            session_timeout_secs: None,
-        },
-        1,
-        1,
-    );
+    answer_and_bind(&mut e, id, accept(None), 1, 1);
     let out = e.auth_result(id, AuthOutcome::Reject, 2 * S);
     assert!(out.is_empty(), "{out:?}");
     assert_eq!(e.session(id).map(|s| s.state.name()), Some("active"));
@@ -196,16 +161,7 @@ fn a_second_answer_for_a_bound_session_is_ignored() {
 fn coa_changes_the_plan_of_a_live_session() {
     let mut e = engine(UnknownPolicy::Captive);
     let id = discover(&mut e, 1, 1);
-    answer_and_bind(
-        &mut e,
-        id,
-        AuthOutcome::Accept {
-            plan: Some("gold".into()),
-            session_timeout_secs: None,
-        },
-        1,
-        1,
-    );
+    answer_and_bind(&mut e, id, accept(Some("gold")), 1, 1);
     let out = e.change_plan(id, "silver", 5 * S).expect("known plan");
     assert!(out.iter().any(|o| matches!(
         o,
@@ -242,16 +198,7 @@ fn a_disconnect_or_a_dataplane_refusal_removes_stops_accounting_and_forgets() {
     ] {
         let mut e = engine(UnknownPolicy::Captive);
         let id = discover(&mut e, 1, 1);
-        answer_and_bind(
-            &mut e,
-            id,
-            AuthOutcome::Accept {
-                plan: None,
-                session_timeout_secs: None,
-            },
-            1,
-            1,
-        );
+        answer_and_bind(&mut e, id, accept(None), 1, 1);
         let out = end(&mut e, id, 30 * S);
         assert!(out.iter().any(|o| matches!(
             o,
