@@ -32,6 +32,14 @@ const CACHE_BYTES: usize = 4 << 20;
 /// Most changes in one transaction; more wait for the next.
 const GROUP_MAX: usize = 50_000;
 
+/// A group smaller than this waits [`GATHER_WINDOW`] for more before it commits: a commit
+/// costs much the same whatever its size. Measured in release with rows arriving 20 at a time
+/// every 0.8 ms (Starts with a Class at about 22,000 a second): 12.1 µs of CPU a row
+/// committed as they came, 3.2-3.5 µs with the window. Nothing waits on these rows, and a few
+/// milliseconds more before they are on the disk change nothing.
+const GATHER_OPS: usize = 256;
+const GATHER_WINDOW: std::time::Duration = std::time::Duration::from_millis(5);
+
 const FORMAT: u8 = 1;
 /// The fixed part of a row; the Class values follow it (a count, then each with its length).
 const FIXED_LEN: usize = 1 + 8 + 4 + 32 + 1 + 8 + 32;
@@ -265,11 +273,18 @@ impl Writer {
             .spawn(move || {
                 while let Ok(first) = rx.recv() {
                     let mut ops = vec![first];
-                    while ops.len() < GROUP_MAX {
-                        match rx.try_recv() {
-                            Ok(op) => ops.push(op),
-                            Err(_) => break,
+                    let take = |ops: &mut Vec<Op>| {
+                        while ops.len() < GROUP_MAX {
+                            match rx.try_recv() {
+                                Ok(op) => ops.push(op),
+                                Err(_) => break,
+                            }
                         }
+                    };
+                    take(&mut ops);
+                    if ops.len() < GATHER_OPS {
+                        std::thread::sleep(GATHER_WINDOW);
+                        take(&mut ops);
                     }
                     let mut puts = Vec::with_capacity(ops.len());
                     let mut deletes = Vec::new();
