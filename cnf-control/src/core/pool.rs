@@ -7,8 +7,12 @@
 //! subscriber usually finds its previous address still free. A second bitmap (`queued`) keeps an
 //! offset in the FIFO at most once, so the FIFO never outgrows the pool. A scan of the bitmap with a
 //! cursor was the alternative: also O(1) amortised, but it hands out just-freed addresses early.
+//!
+//! Exclusions are never handed out by allocation, but a RADIUS Framed-IP-Address may name one:
+//! that is where an operator keeps subscribers' fixed addresses. Such an address is held in a
+//! set of its own, so it never enters the FIFO and never counts as leasable or in use.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::net::Ipv4Addr;
 
 /// Why a pool could not be built or an address not taken.
@@ -55,6 +59,9 @@ pub struct Pool {
     free: VecDeque<u32>,
     usable: u32,
     in_use: u32,
+    /// Excluded offsets held by a session (a fixed address from RADIUS, or one excluded after
+    /// its session took it).
+    held_excluded: HashSet<u32>,
 }
 
 impl Pool {
@@ -108,6 +115,7 @@ impl Pool {
             free,
             usable,
             in_use: 0,
+            held_excluded: HashSet::new(),
         })
     }
 
@@ -147,20 +155,38 @@ impl Pool {
         }
     }
 
-    fn is_usable(&self, off: usize) -> bool {
-        let ip = self.base + off as u32;
+    /// Take `ip` whether excluded or not: the address a session already held (restore), or a
+    /// fixed address from RADIUS. Never the network, broadcast or gateway address.
+    pub fn allocate_held(&mut self, ip: Ipv4Addr) -> bool {
+        match self.offset(ip) {
+            Some(off) if self.is_host(off) && !self.is_usable(off) => {
+                self.held_excluded.insert(off as u32)
+            }
+            Some(_) => self.allocate_specific(ip),
+            None => false,
+        }
+    }
+
+    fn is_host(&self, off: usize) -> bool {
         off != 0
             && off != self.size as usize - 1
-            && ip != u32::from(self.config.gateway)
+            && self.base + off as u32 != u32::from(self.config.gateway)
+    }
+
+    fn is_usable(&self, off: usize) -> bool {
+        let ip = self.base + off as u32;
+        self.is_host(off)
             && !self.config.exclusions.iter().any(|(e, l)| {
                 let m = mask(*l);
                 ip & m == u32::from(*e) & m
             })
     }
 
-    /// Return `ip` to the back of the free FIFO. Releasing a free or foreign address does nothing.
+    /// Return `ip` to the back of the free FIFO (an excluded one only stops being held).
+    /// Releasing a free or foreign address does nothing.
     pub fn release(&mut self, ip: Ipv4Addr) -> bool {
         match self.offset(ip) {
+            Some(off) if self.held_excluded.remove(&(off as u32)) => true,
             Some(off) if self.allocated[off] && self.is_usable(off) => {
                 self.allocated[off] = false;
                 self.in_use -= 1;
@@ -174,8 +200,15 @@ impl Pool {
         }
     }
 
+    /// Whether no session may take `ip` now: held, or never leasable (excluded, network,
+    /// broadcast, gateway).
     pub fn is_allocated(&self, ip: Ipv4Addr) -> bool {
         self.offset(ip).is_some_and(|o| self.allocated[o])
+    }
+
+    /// Excluded addresses held by sessions (fixed addresses), outside `usable` and `in_use`.
+    pub fn held_excluded(&self) -> usize {
+        self.held_excluded.len()
     }
 
     pub fn in_use(&self) -> u32 {
@@ -225,10 +258,32 @@ impl Pools {
             .find_map(|(i, p)| p.allocate().map(|ip| (i, ip)))
     }
 
-    /// Take exactly `ip` (restore, INIT-REBOOT).
+    /// Take exactly `ip` (INIT-REBOOT, a relayed ACK).
     pub fn allocate_specific(&mut self, ip: Ipv4Addr) -> Option<usize> {
         let i = self.pool_of(ip)?;
         self.pools[i].allocate_specific(ip).then_some(i)
+    }
+
+    /// Take exactly `ip`, excluded or not ([`Pool::allocate_held`]).
+    pub fn allocate_held(&mut self, ip: Ipv4Addr) -> Option<usize> {
+        let i = self.pool_of(ip)?;
+        self.pools[i].allocate_held(ip).then_some(i)
+    }
+
+    /// The previous address if it is of pool `i` and free, else the oldest free one of `i`.
+    pub fn allocate_in(&mut self, i: usize, prefer: Option<Ipv4Addr>) -> Option<Ipv4Addr> {
+        let pool = self.pools.get_mut(i)?;
+        if let Some(ip) = prefer
+            && pool.allocate_specific(ip)
+        {
+            return Some(ip);
+        }
+        pool.allocate()
+    }
+
+    /// The index of the pool named `name`.
+    pub fn by_name(&self, name: &str) -> Option<usize> {
+        self.pools.iter().position(|p| p.config.name == name)
     }
 
     pub fn release(&mut self, ip: Ipv4Addr) -> bool {
@@ -315,26 +370,72 @@ mod tests {
         assert_eq!(errs.len(), 3);
     }
 
+    #[test]
+    fn an_excluded_address_is_held_only_when_asked_for_by_name() {
+        let mut c = cfg([10, 0, 0, 0], 29);
+        c.exclusions = vec![(Ipv4Addr::new(10, 0, 0, 4), 31)];
+        let mut p = Pool::new(c).unwrap();
+        let fixed = Ipv4Addr::new(10, 0, 0, 5);
+        assert!(!p.allocate_specific(fixed), "not by a plain allocation");
+        assert!(p.allocate_held(fixed));
+        assert!(!p.allocate_held(fixed), "once");
+        assert_eq!((p.in_use(), p.held_excluded()), (0, 1));
+        assert!(p.release(fixed));
+        assert!(!p.release(fixed));
+        let got: Vec<_> = std::iter::from_fn(|| p.allocate()).collect();
+        assert!(
+            !got.contains(&fixed),
+            "a released fixed address is not leased: {got:?}"
+        );
+        assert!(!p.allocate_held(Ipv4Addr::new(10, 0, 0, 1)), "gateway");
+        assert!(!p.allocate_held(Ipv4Addr::new(10, 0, 0, 7)), "broadcast");
+        assert!(
+            !p.allocate_held(Ipv4Addr::new(10, 0, 0, 2)),
+            "a leased address"
+        );
+    }
+
+    #[test]
+    fn a_named_pool_prefers_the_previous_address_of_its_own() {
+        let mut second = cfg([10, 0, 1, 0], 29);
+        second.name = "q".into();
+        let mut pools = Pools::new(vec![cfg([10, 0, 0, 0], 29), second]).unwrap();
+        assert_eq!(pools.by_name("q"), Some(1));
+        assert_eq!(pools.by_name("nope"), None);
+        let elsewhere = Ipv4Addr::new(10, 0, 0, 3);
+        assert_eq!(
+            pools.allocate_in(1, Some(elsewhere)),
+            Some(Ipv4Addr::new(10, 0, 1, 2))
+        );
+        let before = Ipv4Addr::new(10, 0, 1, 5);
+        assert_eq!(pools.allocate_in(1, Some(before)), Some(before));
+        assert_eq!(pools.allocate_in(7, None), None);
+    }
+
     proptest! {
-        /// Any sequence of allocations, specific allocations and releases never hands out an
-        /// address twice and keeps `in_use` equal to the set of held addresses.
+        /// Any sequence of allocations, specific and held allocations and releases never hands
+        /// out an address twice and keeps `in_use` and `held_excluded` equal to the held
+        /// addresses of each kind.
         #[test]
-        fn never_twice(ops in proptest::collection::vec((0u8..3, 0u32..64), 0..400)) {
-            let mut p = Pool::new(cfg([10, 1, 0, 0], 26)).unwrap();
+        fn never_twice(ops in proptest::collection::vec((0u8..4, 0u32..64), 0..400)) {
+            let mut c = cfg([10, 1, 0, 0], 26);
+            c.exclusions = vec![(Ipv4Addr::new(10, 1, 0, 32), 29)];
+            let mut p = Pool::new(c).unwrap();
             let mut held: HashSet<Ipv4Addr> = HashSet::new();
             for (op, n) in ops {
                 let ip = Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 1, 0, 0)) + n);
                 match op {
                     0 => if let Some(a) = p.allocate() { prop_assert!(held.insert(a)); },
                     1 => if p.allocate_specific(ip) { prop_assert!(held.insert(ip)); },
+                    2 => if p.allocate_held(ip) { prop_assert!(held.insert(ip)); },
                     _ => prop_assert_eq!(p.release(ip), held.remove(&ip)),
                 }
-                prop_assert_eq!(p.in_use() as usize, held.len());
+                prop_assert_eq!(p.in_use() as usize + p.held_excluded(), held.len());
                 prop_assert!(p.free.len() <= 64);
             }
-            // Exhaust: exactly the rest comes out, each once.
+            // Exhaust: exactly the rest of the leasable range comes out, each once.
             while let Some(a) = p.allocate() { prop_assert!(held.insert(a)); }
-            prop_assert_eq!(held.len() as u32, p.usable());
+            prop_assert_eq!(held.len() - p.held_excluded(), p.usable() as usize);
         }
     }
 }
