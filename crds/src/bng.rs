@@ -303,7 +303,8 @@ pub struct PoolSpec {
     pub gateway: String,
     #[schemars(range(min = 60, max = 31_536_000))]
     pub lease_secs: u32,
-    /// Prefixes never handed out (a single address is a /32).
+    /// Prefixes never leased (a single address is a /32). A RADIUS Framed-IP-Address may
+    /// still give one of their addresses to its subscriber: keep fixed addresses here.
     #[serde(default)]
     #[schemars(length(max = 256), inner(regex(pattern = CIDR_PATTERN), length(max = 18)))]
     pub exclusions: Vec<String>,

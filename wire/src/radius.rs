@@ -119,6 +119,8 @@ pub mod attr {
     pub const ACCT_INTERIM_INTERVAL: u8 = 85;
     /// NAS-Port-Id (RFC 2869 §5.17).
     pub const NAS_PORT_ID: u8 = 87;
+    /// Framed-Pool (RFC 2869 §5.18).
+    pub const FRAMED_POOL: u8 = 88;
     /// Error-Cause (RFC 5176 §3.5).
     pub const ERROR_CAUSE: u8 = 101;
 }

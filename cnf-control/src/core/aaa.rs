@@ -4,6 +4,8 @@
 //! Lookup order: an exact (circuit-id, remote-id) record, then circuit-id alone, then remote-id
 //! alone, then the MAC. Each is one hash lookup, so a store of millions answers in O(1).
 
+use std::net::Ipv4Addr;
+
 use serde::{Deserialize, Serialize};
 
 use super::{FastMap, MacAddr};
@@ -49,14 +51,28 @@ pub enum Authorization {
     Unknown,
 }
 
+/// Which address an external AAA asks a subscriber to have.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum AddressChoice {
+    /// Any address of the pools.
+    #[default]
+    Any,
+    /// Exactly this one (RADIUS Framed-IP-Address): inside a pool, possibly in an exclusion.
+    Fixed(Ipv4Addr),
+    /// One of the pool with this name (RADIUS Framed-Pool).
+    Pool(String),
+}
+
 /// The answer of an external AAA (RADIUS) for one session's authorization.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AuthOutcome {
-    /// Accepted with the plan named by the reply (`None` = the default plan), and at most
-    /// `session_timeout_secs` of service (RADIUS Session-Timeout), when the reply limits it.
+    /// Accepted with the plan named by the reply (`None` = the default plan), at most
+    /// `session_timeout_secs` of service (RADIUS Session-Timeout) when the reply limits it,
+    /// and the address it asks for.
     Accept {
         plan: Option<String>,
         session_timeout_secs: Option<u32>,
+        address: AddressChoice,
     },
     /// Rejected: treated as an unknown subscriber (captive or dropped per policy).
     Reject,

@@ -428,7 +428,7 @@ impl Engine {
                 ));
                 continue;
             };
-            if self.pools.allocate_specific(lease.ip).is_none() {
+            if self.pools.allocate_held(lease.ip).is_none() {
                 problems.push(format!(
                     "session {}: address {} not free in the pools",
                     s.id, lease.ip
@@ -793,6 +793,7 @@ impl Engine {
             AuthOutcome::Accept {
                 plan,
                 session_timeout_secs,
+                address,
             } => {
                 self.count("authorization accepted");
                 // Zero is "no limit" to some servers; nothing ends a session before it began.
@@ -802,7 +803,17 @@ impl Engine {
                 if let Some(s) = self.sessions.get_mut(&id) {
                     s.ends_at_ns = ends;
                 }
-                self.grant_for(id, plan.as_deref())
+                match self.take_asked_address(id, &address) {
+                    Ok(()) => self.grant_for(id, plan.as_deref()),
+                    Err(AddressRefusal::Nak) => {
+                        self.count("NAK: not the address RADIUS assigns");
+                        None
+                    }
+                    Err(AddressRefusal::Unavailable(why)) => {
+                        self.count(why);
+                        self.unauthorized_grant()
+                    }
+                }
             }
             AuthOutcome::Reject | AuthOutcome::Unreachable => {
                 self.count(if result == AuthOutcome::Reject {
@@ -810,17 +821,22 @@ impl Engine {
                 } else {
                     "authorization unreachable"
                 });
-                match self.cfg.unknown {
-                    UnknownPolicy::Captive => Some(Grant::Captive {
-                        plan_id: self.cfg.captive_plan,
-                        over_cap: false,
-                    }),
-                    UnknownPolicy::Reject => None,
-                }
+                self.unauthorized_grant()
             }
         };
         self.event(id, Event::Authorized(grant), now_ns, &mut out);
         out
+    }
+
+    /// What a subscriber the AAA did not authorize gets: the walled garden, or nothing.
+    fn unauthorized_grant(&self) -> Option<Grant> {
+        match self.cfg.unknown {
+            UnknownPolicy::Captive => Some(Grant::Captive {
+                plan_id: self.cfg.captive_plan,
+                over_cap: false,
+            }),
+            UnknownPolicy::Reject => None,
+        }
     }
 
     /// Add `n` to counter `what` on behalf of an adapter (RADIUS), so that `/v1/status`
@@ -1285,6 +1301,10 @@ pub fn dp_session(s: &Session) -> Option<DpSession> {
 #[path = "engine_relay.rs"]
 mod relay_glue;
 
+#[path = "engine_address.rs"]
+mod address;
+use address::AddressRefusal;
+
 #[cfg(test)]
 #[path = "engine_tests.rs"]
 mod tests;
@@ -1292,3 +1312,7 @@ mod tests;
 #[cfg(test)]
 #[path = "engine_aaa_tests.rs"]
 mod aaa_tests;
+
+#[cfg(test)]
+#[path = "engine_address_tests.rs"]
+mod address_tests;

@@ -3,6 +3,7 @@
 //! injected.
 
 use super::*;
+use crate::core::aaa::AddressChoice;
 use crate::core::dhcp::tests::client_frame;
 use crate::core::test_support::{S, cap, counter, engine_config, mac, msg, replies};
 
@@ -55,6 +56,7 @@ fn accept(plan: Option<&str>) -> AuthOutcome {
     AuthOutcome::Accept {
         plan: plan.map(String::from),
         session_timeout_secs: None,
+        address: AddressChoice::Any,
     }
 }
 
@@ -237,6 +239,7 @@ fn a_session_timeout_bounds_every_lease_and_ends_the_session() {
     let accept = AuthOutcome::Accept {
         plan: None,
         session_timeout_secs: Some(100),
+        address: AddressChoice::Any,
     };
     let out = answer_and_bind(&mut e, id, accept, 1, 1);
     // The pool leases for 600 s; this session ends at 101 s.
@@ -280,6 +283,7 @@ fn without_a_session_timeout_or_with_zero_the_pools_lease_applies() {
         let accept = AuthOutcome::Accept {
             plan: None,
             session_timeout_secs: t,
+            address: AddressChoice::Any,
         };
         let out = answer_and_bind(&mut e, id, accept, 1, 1);
         assert_eq!(

@@ -10,12 +10,14 @@
 //! MAC) and carries option 82 as the Broadband Forum's Agent-Circuit-Id and Agent-Remote-Id
 //! (RFC 4679), plus a Message-Authenticator (RFC 3579; required by servers since BlastRADIUS).
 
+use std::net::Ipv4Addr;
+
 use kbng_wire::RadiusAttr;
 use kbng_wire::radius::{attr, code, value, vendor};
 
 use super::Req;
 use super::config::{AuthMethod, PlanAttribute, RadiusConfig, UserNameSource};
-use crate::core::aaa::AuthOutcome;
+use crate::core::aaa::{AddressChoice, AuthOutcome};
 use crate::core::{Line, MacAddr, SessionId};
 
 /// Who is asking, as the engine knows it.
@@ -153,6 +155,24 @@ impl AcceptAcct {
     }
 }
 
+/// The address an Access-Accept asks for: Framed-IP-Address, else Framed-Pool, else any.
+/// 255.255.255.255 ("the user may choose") and 255.255.255.254 ("the NAS chooses") ask for
+/// no particular address (RFC 2865 §5.8); so does a malformed value.
+fn address_of(attrs: &[(u8, Vec<u8>)]) -> AddressChoice {
+    let first = |kind: u8| attrs.iter().find(|(k, _)| *k == kind).map(|(_, v)| v);
+    let fixed = first(attr::FRAMED_IP_ADDRESS)
+        .and_then(|v| <[u8; 4]>::try_from(v.as_slice()).ok())
+        .map(Ipv4Addr::from)
+        .filter(|ip| u32::from(*ip) < 0xffff_fffe);
+    if let Some(ip) = fixed {
+        return AddressChoice::Fixed(ip);
+    }
+    match first(attr::FRAMED_POOL).and_then(|v| std::str::from_utf8(v).ok()) {
+        Some(name) if !name.is_empty() => AddressChoice::Pool(name.to_owned()),
+        _ => AddressChoice::Any,
+    }
+}
+
 /// What an answer (already verified) means: the outcome, and what an Access-Accept set for
 /// the accounting.
 pub fn outcome(
@@ -179,6 +199,7 @@ pub fn outcome(
                 AuthOutcome::Accept {
                     plan: plan_of(cfg.plan_attribute, attrs),
                     session_timeout_secs: u32_attr(attr::SESSION_TIMEOUT),
+                    address: address_of(attrs),
                 },
                 AcceptAcct {
                     interim_secs,
@@ -348,6 +369,7 @@ pub(crate) mod tests {
                 AuthOutcome::Accept {
                     plan: Some("gold".into()),
                     session_timeout_secs: Some(86_400),
+                    address: AddressChoice::Any,
                 },
                 AcceptAcct {
                     interim_secs: Some(60),
@@ -360,11 +382,33 @@ pub(crate) mod tests {
             (
                 AuthOutcome::Accept {
                     plan: None,
-                    session_timeout_secs: None
+                    session_timeout_secs: None,
+                    address: AddressChoice::Any,
                 },
                 AcceptAcct::default()
             )
         );
+        let address = |attrs: &[(u8, Vec<u8>)]| match outcome(&c, code::ACCESS_ACCEPT, attrs).0 {
+            AuthOutcome::Accept { address, .. } => address,
+            o => panic!("{o:?}"),
+        };
+        let framed = |ip: [u8; 4]| (attr::FRAMED_IP_ADDRESS, ip.to_vec());
+        let pool = (attr::FRAMED_POOL, b"business".to_vec());
+        assert_eq!(
+            address(&[pool.clone(), framed([100, 64, 0, 9])]),
+            AddressChoice::Fixed(Ipv4Addr::new(100, 64, 0, 9))
+        );
+        assert_eq!(
+            address(&[framed([255, 255, 255, 254]), pool.clone()]),
+            AddressChoice::Pool("business".into()),
+            "the NAS chooses, from the named pool"
+        );
+        assert_eq!(address(&[framed([255; 4])]), AddressChoice::Any);
+        assert_eq!(
+            address(&[(attr::FRAMED_IP_ADDRESS, vec![1, 2])]),
+            AddressChoice::Any
+        );
+        assert_eq!(address(&[(attr::FRAMED_POOL, vec![])]), AddressChoice::Any);
         assert_eq!(
             outcome(&c, code::ACCESS_REJECT, &attrs).0,
             AuthOutcome::Reject

@@ -301,7 +301,7 @@ mod tests {
 
     /// An engine with one session bound by an external Accept: (engine, id, ip, mac).
     fn bound_engine() -> (Engine, SessionId, Ipv4Addr, MacAddr) {
-        use crate::core::aaa::AuthOutcome;
+        use crate::core::aaa::{AddressChoice, AuthOutcome};
         use crate::core::dhcp::tests::client_frame;
         use crate::core::engine::UnknownPolicy;
         use crate::core::test_support::{cap, engine_config};
@@ -324,6 +324,7 @@ mod tests {
             AuthOutcome::Accept {
                 plan: None,
                 session_timeout_secs: None,
+                address: AddressChoice::Any,
             },
             0,
         );

@@ -1,0 +1,87 @@
+//! The address an external AAA asks for (RADIUS Framed-IP-Address, Framed-Pool), given in
+//! place of the one reserved at DISCOVER. Authorization comes after the reservation because a
+//! DISCOVER is answered from the pools at once when AAA is local; swapping at the answer keeps
+//! one path for both.
+
+use super::super::SessionId;
+use super::super::aaa::AddressChoice;
+use super::super::session::State;
+use super::Engine;
+
+/// Why the asked address cannot be given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum AddressRefusal {
+    /// The subscriber's REQUEST names another address: NAK it, so it starts over.
+    Nak,
+    /// No such address or pool free here (the counter's name says which).
+    Unavailable(&'static str),
+}
+
+impl Engine {
+    /// Give session `id` the address its Access-Accept asks for, in place of the one reserved
+    /// at DISCOVER. A subscriber whose REQUEST names another address (INIT-REBOOT) is NAKed,
+    /// so that it starts over and is offered the right one. In relay mode the DHCP server
+    /// assigns addresses, so the ask is counted and not applied.
+    pub(super) fn take_asked_address(
+        &mut self,
+        id: SessionId,
+        want: &AddressChoice,
+    ) -> Result<(), AddressRefusal> {
+        if *want == AddressChoice::Any {
+            return Ok(());
+        }
+        if self.relay.is_some() {
+            self.count("relay: RADIUS address not applied");
+            return Ok(());
+        }
+        let Some(s) = self.sessions.get(&id) else {
+            return Ok(());
+        };
+        let (reserved, discovering) = match s.state {
+            State::Discovering { ip, .. } => (ip, true),
+            State::Authenticating { ip, .. } => (ip, false),
+            _ => return Ok(()),
+        };
+        let pool_of_reserved = self.pools.pool_of(reserved);
+        let fits = match want {
+            AddressChoice::Any => true,
+            AddressChoice::Fixed(ip) => *ip == reserved,
+            AddressChoice::Pool(name) => {
+                let Some(i) = self.pools.by_name(name) else {
+                    return Err(AddressRefusal::Unavailable("Framed-Pool unknown"));
+                };
+                pool_of_reserved == Some(i)
+            }
+        };
+        if fits {
+            return Ok(());
+        }
+        if !discovering {
+            return Err(AddressRefusal::Nak);
+        }
+        let taken = match want {
+            AddressChoice::Fixed(ip) => self
+                .pools
+                .allocate_held(*ip)
+                .map(|_| *ip)
+                .ok_or("Framed-IP-Address unavailable"),
+            AddressChoice::Pool(name) => {
+                let prefer = self.sticky.get(&s.key).copied();
+                self.pools
+                    .by_name(name)
+                    .and_then(|i| self.pools.allocate_in(i, prefer))
+                    .ok_or("Framed-Pool exhausted")
+            }
+            AddressChoice::Any => Ok(reserved),
+        };
+        let ip = taken.map_err(AddressRefusal::Unavailable)?;
+        self.pools.release(reserved);
+        if let Some(s) = self.sessions.get_mut(&id)
+            && let State::Discovering { ip: held, .. } = &mut s.state
+        {
+            *held = ip;
+        }
+        self.index_ip(id, Some(reserved), Some(ip));
+        Ok(())
+    }
+}
