@@ -145,6 +145,8 @@ pub mod value {
     pub const TERMINATE_USER_REQUEST: u32 = 1;
     /// Lost-Carrier.
     pub const TERMINATE_LOST_CARRIER: u32 = 2;
+    /// Idle-Timeout.
+    pub const TERMINATE_IDLE_TIMEOUT: u32 = 4;
     /// Session-Timeout.
     pub const TERMINATE_SESSION_TIMEOUT: u32 = 5;
     /// Admin-Reset.

@@ -1174,6 +1174,13 @@ impl Engine {
         })
     }
 
+    /// The RADIUS Idle-Timeout of session `id` passed without traffic from the subscriber.
+    pub fn idle_timeout(&mut self, id: SessionId, now_ns: u64) -> Vec<Output> {
+        let mut out = Vec::new();
+        self.event(id, Event::IdleTimeout, now_ns, &mut out);
+        out
+    }
+
     /// CoA or the operator's API: a new plan by name.
     pub fn change_plan(
         &mut self,

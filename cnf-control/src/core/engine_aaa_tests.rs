@@ -190,13 +190,15 @@ fn coa_changes_the_plan_of_a_live_session() {
 }
 
 #[test]
-fn a_disconnect_or_a_dataplane_refusal_removes_stops_accounting_and_forgets() {
+fn a_disconnect_a_refusal_or_an_idle_timeout_removes_stops_accounting_and_forgets() {
     type End = fn(&mut Engine, SessionId, u64) -> Vec<Output>;
     let disconnect: End = |e, id, t| e.disconnect(id, t).expect("session exists");
     let refused: End = |e, id, t| e.refused(id, t);
+    let idle: End = |e, id, t| e.idle_timeout(id, t);
     for (end, reason) in [
         (disconnect, EndReason::Disconnected),
         (refused, EndReason::Refused),
+        (idle, EndReason::IdleTimeout),
     ] {
         let mut e = engine(UnknownPolicy::Captive);
         let id = discover(&mut e, 1, 1);

@@ -91,6 +91,8 @@ pub enum EndReason {
     /// Ended by the NAS itself: a dataplane would not install it (its tables full, or a line
     /// or address it holds for another session).
     Refused,
+    /// No traffic from the subscriber for as long as its RADIUS Idle-Timeout allows.
+    IdleTimeout,
 }
 
 /// The session's state; each variant carries what it needs.
@@ -175,6 +177,8 @@ pub enum Event {
     Drain,
     /// A dataplane refused to install the session.
     Refused,
+    /// The subscriber sent nothing for its Idle-Timeout.
+    IdleTimeout,
     /// The dataplanes confirmed the removal.
     Removed,
 }
@@ -406,7 +410,7 @@ pub fn step(state: State, event: Event, now_ns: u64, lease_secs: u32) -> (State,
         ),
         (
             S::Offered { ip, .. } | S::Discovering { ip, .. },
-            E::Release | E::Disconnect | E::Drain | E::Refused,
+            E::Release | E::Disconnect | E::Drain | E::Refused | E::IdleTimeout,
         ) => (
             S::Expired {
                 reason: EndReason::Released,
@@ -518,6 +522,7 @@ fn bound_step(
         E::Disconnect => end_bound(lease.ip, now_ns, EndReason::Disconnected),
         E::Drain => end_bound(lease.ip, now_ns, EndReason::Drained),
         E::Refused => end_bound(lease.ip, now_ns, EndReason::Refused),
+        E::IdleTimeout => end_bound(lease.ip, now_ns, EndReason::IdleTimeout),
         E::Decline => {
             // The client found the address in use (RFC 2131 §4.4.1): drop it and quarantine.
             let (_, mut actions) = end_bound(lease.ip, now_ns, EndReason::Declined);

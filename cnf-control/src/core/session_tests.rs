@@ -268,10 +268,11 @@ fn plan_changed_by_coa() {
 }
 
 #[test]
-fn a_drain_or_a_dataplane_refusal_ends_a_bound_session_with_its_own_reason() {
+fn a_drain_a_refusal_or_an_idle_timeout_ends_a_bound_session_with_its_own_reason() {
     for (event, reason) in [
         (Event::Drain, EndReason::Drained),
         (Event::Refused, EndReason::Refused),
+        (Event::IdleTimeout, EndReason::IdleTimeout),
     ] {
         let mut s = bound_at(0, GOLD);
         assert_eq!(

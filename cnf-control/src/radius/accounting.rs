@@ -47,6 +47,7 @@ pub fn terminate_cause(r: EndReason) -> u32 {
         EndReason::Disconnected => value::TERMINATE_ADMIN_RESET,
         // The dataplane would not take it: the NAS's own fault, not the subscriber's.
         EndReason::Refused => value::TERMINATE_NAS_ERROR,
+        EndReason::IdleTimeout => value::TERMINATE_IDLE_TIMEOUT,
         EndReason::Drained
         | EndReason::OfferTimeout
         | EndReason::AuthTimeout
@@ -129,6 +130,8 @@ pub struct AcctSession {
     pub raw: Option<Reading>,
     /// The Access-Accept's Class attributes, sent back in every Accounting-Request.
     pub class: Vec<Vec<u8>>,
+    /// The Access-Accept's Idle-Timeout; 0 = none.
+    pub idle_secs: u32,
 }
 
 impl AcctSession {
@@ -326,6 +329,7 @@ pub(crate) mod tests {
                 },
             }),
             class: vec![b"billing-1".to_vec(), vec![0, 0xff]],
+            idle_secs: 0,
         }
     }
 
@@ -406,6 +410,7 @@ pub(crate) mod tests {
         assert_eq!(cause(EndReason::Disconnected), 6); // Admin-Reset
         assert_eq!(cause(EndReason::Drained), 10); // NAS-Request
         assert_eq!(cause(EndReason::Refused), 9); // NAS-Error
+        assert_eq!(cause(EndReason::IdleTimeout), 4); // Idle-Timeout
         assert_eq!(cause(EndReason::Declined), 17); // User-Error
     }
 

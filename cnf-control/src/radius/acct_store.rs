@@ -41,7 +41,8 @@ const GATHER_OPS: usize = 256;
 const GATHER_WINDOW: std::time::Duration = std::time::Duration::from_millis(5);
 
 const FORMAT: u8 = 1;
-/// The fixed part of a row; the Class values follow it (a count, then each with its length).
+/// The fixed part of a row; the Class values follow it (a count, then each with its length),
+/// then the Idle-Timeout (4 bytes) when the session has one.
 const FIXED_LEN: usize = 1 + 8 + 4 + 32 + 1 + 8 + 32;
 
 /// The accounting file beside the session store `store`.
@@ -62,6 +63,8 @@ pub struct Kept {
     pub raw: Option<Reading>,
     /// The Access-Accept's Class attributes.
     pub class: Vec<Vec<u8>>,
+    /// The Access-Accept's Idle-Timeout; 0 = none.
+    pub idle_secs: u32,
 }
 
 impl Kept {
@@ -72,6 +75,7 @@ impl Kept {
             carried: s.carried,
             raw: s.raw,
             class: s.class.clone(),
+            idle_secs: s.idle_secs,
         }
     }
 }
@@ -100,6 +104,9 @@ fn encode(k: &Kept, out: &mut Vec<u8>) {
     for c in &k.class {
         out.push(c.len() as u8);
         out.extend_from_slice(c);
+    }
+    if k.idle_secs > 0 {
+        out.extend_from_slice(&k.idle_secs.to_le_bytes());
     }
 }
 
@@ -131,12 +138,18 @@ fn decode(b: &[u8]) -> Option<Kept> {
         class.push(c.to_vec());
         rest = tail;
     }
-    rest.is_empty().then(|| Kept {
+    let idle_secs = match rest {
+        [] => 0,
+        &[a, b, c, d] if u32::from_le_bytes([a, b, c, d]) > 0 => u32::from_le_bytes([a, b, c, d]),
+        _ => return None,
+    };
+    Some(Kept {
         bound_at_ns: u(1),
         interim_secs: u32::from_le_bytes(b[9..13].try_into().expect("4 bytes")),
         carried: counts(13),
         raw,
         class,
+        idle_secs,
     })
 }
 
@@ -227,6 +240,7 @@ impl AcctStore {
                         s.carried = k.carried;
                         s.raw = k.raw;
                         s.class = k.class;
+                        s.idle_secs = k.idle_secs;
                         given += 1;
                     }
                     (None, _) => {
@@ -368,13 +382,14 @@ mod tests {
             } else {
                 vec![]
             },
+            idle_secs: if raw { 600 } else { 0 },
         }
     }
 
     #[test]
     fn rows_round_trip_and_others_are_refused() {
         for (k, len) in [
-            (kept(1, true), FIXED_LEN + 2 + 10 + 254),
+            (kept(1, true), FIXED_LEN + 2 + 10 + 254 + 4),
             (kept(u64::MAX, false), FIXED_LEN + 2),
         ] {
             let mut v = Vec::new();
@@ -391,6 +406,15 @@ mod tests {
             other = v.clone();
             other.push(0);
             assert_eq!(decode(&other), None, "a byte past the Class values");
+            if k.idle_secs == 0 {
+                other = v.clone();
+                other.extend([0; 4]);
+                assert_eq!(
+                    decode(&other),
+                    None,
+                    "an Idle-Timeout of zero is never written"
+                );
+            }
             other = v.clone();
             other[FIXED_LEN] += 1;
             assert_eq!(decode(&other), None, "one Class value more than there is");

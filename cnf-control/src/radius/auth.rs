@@ -147,11 +147,14 @@ pub struct AcceptAcct {
     /// Every Class (RFC 2865 §5.25), in order: sent back unmodified in each of the session's
     /// Accounting-Requests, which is how billing systems tie usage to the authorization.
     pub class: Vec<Vec<u8>>,
+    /// Idle-Timeout (RFC 2865 §5.28), when nonzero: the accounting task reads the session's
+    /// counters, so it watches for idleness too.
+    pub idle_secs: Option<u32>,
 }
 
 impl AcceptAcct {
     pub fn is_empty(&self) -> bool {
-        self.interim_secs.is_none() && self.class.is_empty()
+        self.interim_secs.is_none() && self.class.is_empty() && self.idle_secs.is_none()
     }
 }
 
@@ -204,6 +207,7 @@ pub fn outcome(
                 AcceptAcct {
                     interim_secs,
                     class,
+                    idle_secs: u32_attr(attr::IDLE_TIMEOUT).filter(|&t| t > 0),
                 },
             )
         }
@@ -362,6 +366,7 @@ pub(crate) mod tests {
             (attr::ACCT_INTERIM_INTERVAL, 60u32.to_be_bytes().to_vec()),
             (attr::CLASS, vec![0, 0xff]),
             (attr::SESSION_TIMEOUT, 86_400u32.to_be_bytes().to_vec()),
+            (attr::IDLE_TIMEOUT, 900u32.to_be_bytes().to_vec()),
         ];
         assert_eq!(
             outcome(&c, code::ACCESS_ACCEPT, &attrs),
@@ -374,6 +379,7 @@ pub(crate) mod tests {
                 AcceptAcct {
                     interim_secs: Some(60),
                     class: vec![b"billing-1".to_vec(), vec![0, 0xff]],
+                    idle_secs: Some(900),
                 }
             )
         );

@@ -20,6 +20,7 @@ pub mod client;
 pub mod config;
 pub mod das;
 pub mod finals;
+mod idle;
 pub mod nas;
 mod task;
 
@@ -138,6 +139,10 @@ pub enum RadiusEvent {
         reply: oneshot::Sender<DasAnswer>,
     },
     Counts(Vec<(&'static str, u64)>),
+    /// The session sent nothing upstream for its Idle-Timeout.
+    Idle {
+        id: SessionId,
+    },
 }
 
 /// Counters gathered by a RADIUS task, handed to the engine about once a second.
@@ -219,6 +224,7 @@ fn acct_session(cfg: &RadiusConfig, s: &Session) -> Option<AcctSession> {
         carried: Counts::default(),
         raw: None,
         class: Vec::new(),
+        idle_secs: 0,
     })
 }
 
@@ -284,6 +290,7 @@ pub fn on_event(engine: &mut Engine, ev: RadiusEvent, now_ns: u64) -> (Vec<Outpu
             });
             (out, Some(r))
         }
+        RadiusEvent::Idle { id } => (engine.idle_timeout(id, now_ns), None),
         RadiusEvent::Counts(v) => {
             for (k, n) in v {
                 engine.add_counter(k, n);

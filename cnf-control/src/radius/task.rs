@@ -20,6 +20,7 @@ use super::accounting::{self, AcctSession, Reading, Status};
 use super::acct_store::{self, Kept};
 use super::client::{Client, Done};
 use super::config::RadiusConfig;
+use super::idle::{IdleWatch, Verdict};
 use super::nas::{self, OffOutcome};
 use super::{RadiusCmd, RadiusEvent, Req, Tally, auth, finals};
 use crate::core::SessionId;
@@ -44,11 +45,12 @@ fn next_interim(secs: u32, now: Instant) -> Option<Instant> {
     (secs > 0).then(|| now + Duration::from_secs(u64::from(secs)))
 }
 
-/// Counters read for the sessions whose interim is due.
+/// Counters read for the sessions whose interim (or, with `idle`, idle check) is due.
 #[derive(Debug)]
 struct Fetched {
     ids: Vec<SessionId>,
     counts: HashMap<SessionId, Reading>,
+    idle: bool,
 }
 
 /// A session whose Stop waits for its final counters.
@@ -86,6 +88,9 @@ pub(super) struct Task {
     dataplanes: Vec<crate::dataplane::Target>,
     /// Where each session's totals are kept across restarts (`acct_store`), when accounting.
     kept: Option<acct_store::Writer>,
+    /// Sessions with an Idle-Timeout, and the ones found idle, for the engine to end.
+    idle: IdleWatch,
+    went_idle: Vec<SessionId>,
     tally: Tally,
 }
 
@@ -102,8 +107,10 @@ impl Task {
         let now = Instant::now();
         let mut due = BTreeSet::new();
         let mut sessions = HashMap::new();
+        let mut idle = IdleWatch::default();
         for s in restored {
             due.extend(next_interim(s.interim_secs, now).map(|t| (t, s.subject.id)));
+            idle.watch(s.subject.id, s.idle_secs, s.totals().in_packets, now);
             sessions.insert(s.subject.id, s);
         }
         Task {
@@ -121,6 +128,8 @@ impl Task {
             events,
             dataplanes,
             kept,
+            idle,
+            went_idle: Vec::new(),
             tally: Tally::default(),
         }
     }
@@ -153,6 +162,7 @@ impl Task {
                     let now = Instant::now();
                     done.extend(self.client.on_tick(now));
                     self.interims(&fetched_tx);
+                    self.idle_checks(&fetched_tx);
                     done.extend(self.overdue_stops(now));
                 }
             }
@@ -176,6 +186,11 @@ impl Task {
             }
             for (k, n) in self.client.take_counters() {
                 self.tally.add_n(k, n);
+            }
+            for id in std::mem::take(&mut self.went_idle) {
+                if self.events.send(RadiusEvent::Idle { id }).await.is_err() {
+                    return;
+                }
             }
             if let Some(c) = self.tally.due()
                 && self.events.send(RadiusEvent::Counts(c)).await.is_err()
@@ -225,24 +240,30 @@ impl Task {
                 if let Some(a) = self.accept_acct.remove(&s.subject.id) {
                     s.interim_secs = a.interim_secs.unwrap_or(s.interim_secs);
                     s.class = a.class;
+                    s.idle_secs = a.idle_secs.unwrap_or(0);
                 }
                 let r = accounting::request(&self.cfg, &s, Status::Start, crate::service::now_ns());
                 let id = s.subject.id;
                 // What the Access-Accept set is this session's alone: kept, so that its
                 // interims go on at that interval, with its Class, after a restart. Other
                 // sessions write nothing until their first interim.
-                if (s.interim_secs != self.cfg.interim_secs || !s.class.is_empty())
+                if (s.interim_secs != self.cfg.interim_secs
+                    || !s.class.is_empty()
+                    || s.idle_secs > 0)
                     && let Some(w) = &self.kept
                 {
                     w.send(acct_store::Op::Put(id, Kept::of(&s)));
                 }
-                let next = next_interim(s.interim_secs, Instant::now());
+                let now = Instant::now();
+                let next = next_interim(s.interim_secs, now);
                 self.due.extend(next.map(|t| (t, id)));
+                self.idle.watch(id, s.idle_secs, s.totals().in_packets, now);
                 self.sessions.insert(id, s);
                 self.tally.add("RADIUS Accounting Start");
                 self.send(r).into_iter().collect()
             }
             RadiusCmd::Stop { id, reason } => {
+                self.idle.forget(id);
                 let Some(s) = self.sessions.remove(&id) else {
                     finals::forget(id);
                     self.tally.add("RADIUS Accounting Stop for no Start");
@@ -344,6 +365,26 @@ impl Task {
                 .extend(next_interim(s.interim_secs, now).map(|t| (t, id)));
             by_dp.entry(s.subject.line.dataplane).or_default().push(id);
         }
+        self.fetch(by_dp, false, fetched_tx);
+    }
+
+    /// Start reading counters for the sessions whose idle check is due.
+    fn idle_checks(&mut self, fetched_tx: &mpsc::Sender<Fetched>) {
+        let mut by_dp: HashMap<u32, Vec<SessionId>> = HashMap::new();
+        for id in self.idle.due(Instant::now()) {
+            if let Some(s) = self.sessions.get(&id) {
+                by_dp.entry(s.subject.line.dataplane).or_default().push(id);
+            }
+        }
+        self.fetch(by_dp, true, fetched_tx);
+    }
+
+    fn fetch(
+        &self,
+        by_dp: HashMap<u32, Vec<SessionId>>,
+        idle: bool,
+        fetched_tx: &mpsc::Sender<Fetched>,
+    ) {
         for (dp, ids) in by_dp {
             let addr = self.dataplanes.get(dp as usize).cloned();
             let tx = fetched_tx.clone();
@@ -352,13 +393,40 @@ impl Task {
                     Some(a) => accounting::fetch_counters(&a, &ids).await,
                     None => HashMap::new(),
                 };
-                let _ = tx.send(Fetched { ids, counts }).await;
+                let _ = tx.send(Fetched { ids, counts, idle }).await;
             });
         }
     }
 
+    /// Idle checks read: a session idle for its Idle-Timeout goes to the engine to end.
+    fn idle_read(&mut self, f: Fetched) {
+        let now = Instant::now();
+        for id in f.ids {
+            let Some(s) = self.sessions.get_mut(&id) else {
+                continue;
+            };
+            // Not kept: a reading changes no total, only where the next one starts from.
+            let read = f.counts.get(&id).map(|r| {
+                s.read(*r);
+                s.totals().in_packets
+            });
+            if read.is_none() {
+                self.tally.add("RADIUS idle check without counters");
+            }
+            if self.idle.read(id, read, now) == Verdict::Idle {
+                self.tally.add("RADIUS sessions ended idle");
+                self.went_idle.push(id);
+            }
+        }
+    }
+
     fn fetched(&mut self, f: Fetched) -> Vec<Done<Req>> {
+        if f.idle {
+            self.idle_read(f);
+            return vec![];
+        }
         let now_ns = crate::service::now_ns();
+        let now = Instant::now();
         let mut done = Vec::new();
         for id in f.ids {
             let Some(s) = self.sessions.get_mut(&id) else {
@@ -367,6 +435,7 @@ impl Task {
             match f.counts.get(&id) {
                 Some(r) => {
                     s.read(*r);
+                    self.idle.note(id, Some(s.totals().in_packets), now);
                     if let Some(w) = &self.kept {
                         w.send(acct_store::Op::Put(id, Kept::of(s)));
                     }
@@ -545,6 +614,7 @@ mod tests {
             carried: Counts::default(),
             raw: None,
             class: vec![],
+            idle_secs: 0,
         };
         link.tx.send(RadiusCmd::Start(s)).unwrap();
         let next = async |h: &mut mpsc::UnboundedReceiver<u32>| {

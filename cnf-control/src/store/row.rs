@@ -325,7 +325,7 @@ fn state_row(s: &State) -> StateRow {
 }
 
 /// Stable codes: a stored row outlives any reordering of the enum.
-const REASONS: [(EndReason, u32); 9] = [
+const REASONS: [(EndReason, u32); 10] = [
     (EndReason::Released, 1),
     (EndReason::LeaseExpired, 2),
     (EndReason::Declined, 3),
@@ -335,6 +335,7 @@ const REASONS: [(EndReason, u32); 9] = [
     (EndReason::Disconnected, 7),
     (EndReason::Drained, 8),
     (EndReason::Refused, 9),
+    (EndReason::IdleTimeout, 10),
 ];
 
 fn reason_code(r: EndReason) -> u32 {
