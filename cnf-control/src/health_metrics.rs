@@ -20,6 +20,9 @@ pub const ALERTED_EVENTS: &[&str] = &[
     "dataplane full",
     "RADIUS accounting requests lost",
     "RADIUS accounting counters not stored",
+    "Framed-IP-Address unavailable",
+    "Framed-Pool unknown",
+    "Framed-Pool exhausted",
 ];
 
 /// Entries of `Engine::counters` that are levels, not counts: exported as nothing here (the
@@ -116,6 +119,7 @@ mod tests {
     fn alerted_events_are_the_engines_and_the_rules_names() {
         let counted = [
             include_str!("core/engine.rs"),
+            include_str!("core/engine_address.rs"),
             include_str!("radius/task.rs"),
             include_str!("radius/acct_store.rs"),
         ]
