@@ -494,6 +494,10 @@ impl Task {
                     code::ACCESS_REJECT => "RADIUS Access-Reject",
                     _ => "RADIUS Access-Challenge refused",
                 });
+                if acct.idle_secs.is_some() && !self.cfg.accounting {
+                    // Idleness is seen in the counters the accounting reads.
+                    self.tally.add("RADIUS Idle-Timeout not applied: accounting off");
+                }
                 if !acct.is_empty() {
                     if self.accept_acct.len() >= ACCEPT_ACCT_MAX {
                         self.accept_acct.clear();
