@@ -6,8 +6,9 @@
 #   kbng-control (host namespace) ── RADIUS auth/acct ──▶ freeradius -X (freeradius.sh)
 #        ▲ DAS (CoA/Disconnect, UDP)  ◀── radclient             on a loopback address of its own
 #
-# FreeRADIUS answers from a users file (MAC → Filter-Id naming the plan, Acct-Interim-Interval)
-# and writes accounting to a detail file, which the checks read. The control's first RADIUS
+# FreeRADIUS answers from a users file (MAC → Filter-Id naming the plan, Acct-Interim-Interval,
+# Session-Timeout, Framed-IP-Address, Framed-Pool, Idle-Timeout) and writes accounting to a
+# detail file, which the checks read. The control's first RADIUS
 # server is a dead port, so every first request proves failover. Midway the control restarts
 # with CHAP instead of PAP; then a drain and a clean shutdown end the accounting; last, with
 # 8 s leases, a client killed without RELEASE runs out its lease (Stop with Session-Timeout);
@@ -104,6 +105,22 @@ freeradius_conf "$tmp" "$rip" "$auth_port" "$acct_port" "$secret" <<EOF
 "02:00:00:00:0a:0b" Cleartext-Password := "02:00:00:00:0a:0b"
 	Filter-Id := "gold",
 	Session-Timeout := 6
+
+"02:00:00:00:0a:0c" Cleartext-Password := "02:00:00:00:0a:0c"
+	Filter-Id := "gold",
+	Framed-IP-Address := 100.64.0.201
+
+"02:00:00:00:0a:0d" Cleartext-Password := "02:00:00:00:0a:0d"
+	Filter-Id := "gold",
+	Framed-Pool := "p1"
+
+"02:00:00:00:0a:0e" Cleartext-Password := "02:00:00:00:0a:0e"
+	Filter-Id := "gold",
+	Framed-IP-Address := 100.64.0.201
+
+"02:00:00:00:0a:0f" Cleartext-Password := "02:00:00:00:0a:0f"
+	Filter-Id := "gold",
+	Idle-Timeout := 4
 EOF
 start_freeradius() { freeradius_start "$tmp"; }
 log "starting freeradius on $rip:$auth_port/$acct_port"
@@ -124,7 +141,8 @@ export KBNG_DAS_SECRET=$das_secret
 cat >"$tmp/control.yaml" <<EOF
 dataplanes: ["unix:$sock"]
 pools:
-  - {name: p0, cidr: 100.64.0.0/24, gateway: 100.64.0.1, leaseSecs: 600, dns: [192.0.2.53]}
+  - {name: p0, cidr: 100.64.0.0/24, gateway: 100.64.0.1, leaseSecs: 600, dns: [192.0.2.53], exclusions: [100.64.0.200/29]}
+  - {name: p1, cidr: 100.64.1.0/24, gateway: 100.64.1.1, leaseSecs: 600, dns: [192.0.2.53]}
 plans:
   - {name: gold, id: 10, rateBps: 100000000}
   - {name: silver, id: 11, rateBps: 20000000}
@@ -296,6 +314,49 @@ if [[ $lease11 =~ ^[56]$ && $ends11 =~ ^[0-9]+$ ]] &&
     ok "an Access-Accept's Session-Timeout (6 s) cuts c11's lease to it (${lease11} s, the pool's is 600) and ends the session then (Stop with Session-Timeout)"; else
     bad "an Access-Accept's Session-Timeout ends the session" "ip=$ip11 lease=$lease11 endsAtNs=$ends11 $(detail | py "[r for r in d if r.get('Acct-Session-Id') == '$asid11']" | tail -c 600)"; fi
 
+# ---- the address from the Access-Accept: c12's Framed-IP-Address is in p0's exclusion (where
+# fixed addresses are kept), c13's Framed-Pool names p1; c14 asks for c12's address while c12
+# holds it, which no NAS can give: handled as a Reject, so c14 is captive on a pool address
+client c12 02:00:00:00:0a:0c
+client c13 02:00:00:00:0a:0d
+client c14 02:00:00:00:0a:0e
+unavailable_before=$(counter "Framed-IP-Address unavailable")
+for c in c12 c13 c14; do inns $c timeout 30 udhcpc -i e0 -n -q -f -s /etc/udhcpc/default.script >>"$tmp/clients.log" 2>&1; done
+ip12=$(addr_of c12) ip13=$(addr_of c13) ip14=$(addr_of c14)
+log "leases: c12=$ip12 c13=$ip13 c14=$ip14"
+asid12=$(printf '%016x' "$(session_of "$ip12" id)")
+if [[ $ip12 == 100.64.0.201 && $(session_of "$ip12" captive) == False ]] && reach c12 &&
+    wait_for 5 detail_has "$asid12" Start "r.get('Framed-IP-Address') == '100.64.0.201'"; then
+    ok "c12 gets its Framed-IP-Address 100.64.0.201 from p0's exclusions, forwards, and its Start carries it"; else
+    bad "c12 gets its Framed-IP-Address" "ip=$ip12 captive=$(session_of "$ip12" captive) $(detail | py "[r for r in d if r.get('Acct-Session-Id') == '$asid12']" | tail -c 400)"; fi
+if [[ $ip13 == 100.64.1.* && $(session_of "$ip13" captive) == False ]] && reach c13; then
+    ok "c13 gets an address of its Framed-Pool p1 ($ip13) and forwards"; else
+    bad "c13 gets an address of its Framed-Pool p1" "ip=$ip13 $(tail -3 "$tmp/clients.log")"; fi
+if [[ $ip14 == 100.64.0.* && $ip14 != 100.64.0.201 && $(session_of "$ip14" captive) == True ]] &&
+    (($(counter "Framed-IP-Address unavailable") == unavailable_before + 1)); then
+    ok "c14, given the address c12 holds, is captive on a pool address ($ip14), counted as Framed-IP-Address unavailable"; else
+    bad "c14, given the address c12 holds, is captive" "ip=$ip14 captive=$(session_of "$ip14" captive) unavailable=$(counter "Framed-IP-Address unavailable")"; fi
+check "the dataplane holds c12, c13 and c14 as the control does (audit clean)" audit_clean
+
+# ---- Idle-Timeout: c15's Access-Accept allows 4 s without upstream traffic. While it fetches
+# every half second for 8 s it stays; once it stops, it ends with Stop Idle-Timeout
+client c15 02:00:00:00:0a:0f
+inns c15 timeout 30 udhcpc -i e0 -n -q -f -s /etc/udhcpc/default.script >>"$tmp/clients.log" 2>&1
+ip15=$(addr_of c15)
+asid15=$(printf '%016x' "$(session_of "$ip15" id)")
+fetched15=0
+for _ in $(seq 16); do
+    inns c15 curl -s -m 1 -o /dev/null http://192.0.2.1:8080/ && fetched15=$((fetched15 + 1))
+    sleep 0.5
+done
+state15=$(session_of "$ip15" state)
+c15_gone() { [[ $(session_of "$ip15" id) == None ]]; }
+if ((fetched15 >= 14)) && [[ $state15 == active ]] &&
+    wait_for 12 detail_has "$asid15" Stop "r.get('Acct-Terminate-Cause') == 'Idle-Timeout' and 12 <= int(r.get('Acct-Session-Time', -1)) <= 20" &&
+    wait_for 5 c15_gone && audit_clean >/dev/null; then
+    ok "c15 (Idle-Timeout 4 s) stays while it sends ($fetched15 fetches over 8 s) and ends once it stops (Stop with Idle-Timeout)"; else
+    bad "c15's Idle-Timeout" "fetched=$fetched15 state after=$state15 $(detail | py "[r for r in d if r.get('Acct-Session-Id') == '$asid15']" | tail -c 600)"; fi
+
 # ---- SIGTERM with live sessions: no Accounting-Off; restart with CHAP: no second Accounting-On
 if stop_control && (($(nas_count Accounting-Off) == 0)) && grep -q 'no RADIUS Accounting-Off: sessions carry on' "$tmp/control.log"; then
     ok "SIGTERM with live sessions exits 0 without an Accounting-Off (they carry on after a restart)"; else
@@ -305,6 +366,9 @@ ons=$(nas_count Accounting-On)
 if start_control "$tmp/chap.yaml" && sleep 1 && (($(nas_count Accounting-On) == ons)); then
     ok "restarted with restored sessions and authMethod chap: no second Accounting-On ($ons in all)"; else
     bad "restart with restored sessions sends no Accounting-On" "ons=$ons now=$(nas_count Accounting-On)"; fi
+if [[ $(session_of 100.64.0.201 captive) == False ]] && ! grep -q 'address 100.64.0.201 not free' "$tmp/control.log"; then
+    ok "c12's session is restored on its fixed address (an excluded one)"; else
+    bad "c12's session is restored on its fixed address" "$(grep -i 'restor' "$tmp/control.log" | tail -3)"; fi
 client c6 02:00:00:00:0a:06
 client c7 02:00:00:00:0a:07
 inns c6 timeout 30 udhcpc -i e0 -n -q -f -s /etc/udhcpc/default.script >>"$tmp/clients.log" 2>&1
