@@ -449,6 +449,9 @@ impl Engine {
             if let Some(d) = s.state.next_deadline_ns() {
                 self.timers.insert((d, s.id));
             }
+            if let Some(end) = s.ends_at_ns {
+                self.timers.insert((end.get(), s.id));
+            }
             self.census.add(&s.state);
             self.index_ip(s.id, None, s.state.ip());
             self.by_mac.add(s.mac, s.id);
@@ -1116,7 +1119,18 @@ impl Engine {
                 break;
             }
             self.timers.pop_first();
-            self.event(id, Event::Tick, now_ns, &mut out);
+            // The session's end is not a deadline of its state (a lease granted before a CoA
+            // set it may outlast it), so the timer entry says so here.
+            let ev = match self.sessions.get(&id) {
+                Some(s)
+                    if s.ends_at_ns.is_some_and(|e| e.get() <= now_ns)
+                        && s.state.bound().is_some() =>
+                {
+                    Event::SessionTimeout
+                }
+                _ => Event::Tick,
+            };
+            self.event(id, ev, now_ns, &mut out);
         }
         while let Some(&(t, ip)) = self.quarantine.front() {
             if t > now_ns {
@@ -1179,6 +1193,28 @@ impl Engine {
         let mut out = Vec::new();
         self.event(id, Event::IdleTimeout, now_ns, &mut out);
         out
+    }
+
+    /// CoA: bound session `id` may last `secs` more from now (0: without limit). Renewals are
+    /// cut to it, and a lease granted before that outlasts it ends at it (Stop with
+    /// Session-Timeout). `None` when no bound session has that id.
+    pub fn set_session_timeout(
+        &mut self,
+        id: SessionId,
+        secs: u32,
+        now_ns: u64,
+    ) -> Option<Vec<Output>> {
+        let s = self.sessions.get_mut(&id)?;
+        s.state.bound()?;
+        s.ends_at_ns = (secs > 0)
+            .then(|| now_ns.saturating_add(u64::from(secs) * NS_PER_SEC))
+            .and_then(NonZeroU64::new);
+        if let Some(end) = s.ends_at_ns {
+            self.timers.insert((end.get(), id));
+        }
+        let out = vec![Output::Persist(s.clone())];
+        self.count("session timeout changed");
+        Some(out)
     }
 
     /// CoA or the operator's API: a new plan by name.

@@ -262,7 +262,7 @@ fn a_session_timeout_bounds_every_lease_and_ends_the_session() {
             o,
             Output::Accounting {
                 kind: AcctKind::Stop,
-                reason: Some(EndReason::LeaseExpired),
+                reason: Some(EndReason::SessionTimeout),
                 ..
             }
         )),
@@ -295,4 +295,81 @@ fn without_a_session_timeout_or_with_zero_the_pools_lease_applies() {
         );
         assert_eq!(e.session(id).and_then(|s| s.ends_at_ns), None);
     }
+}
+
+#[test]
+fn a_coa_session_timeout_ends_a_session_whose_lease_outlasts_it() {
+    let mut e = engine(UnknownPolicy::Captive);
+    let id = discover(&mut e, 1, 1);
+    let out = answer_and_bind(&mut e, id, accept(None), 1, 1);
+    assert_eq!(replies(&out).pop().and_then(|a| a.lease_secs), Some(600));
+    let ip = installed(&out).expect("installed").ip;
+    // At 10 s a CoA allows 20 s more: the 600 s lease no longer decides.
+    let out = e.set_session_timeout(id, 20, 10 * S).expect("bound");
+    assert!(matches!(out.as_slice(), [Output::Persist(s)] if s.ends_at_ns.is_some()));
+    // A renewal gets what is left.
+    let mut r = msg(DhcpMessageType::Request, 1, 3);
+    r.ciaddr = ip;
+    let out = e.handle_dhcp(0, 0, &client_frame(&r, None), 15 * S);
+    assert_eq!(replies(&out).pop().and_then(|a| a.lease_secs), Some(15));
+    let stop = |out: &[Output]| {
+        out.iter().any(|o| {
+            matches!(
+                o,
+                Output::Accounting {
+                    kind: AcctKind::Stop,
+                    ..
+                }
+            )
+        })
+    };
+    assert!(!stop(&e.tick(29 * S)));
+    let out = e.tick(30 * S);
+    assert!(
+        out.iter().any(|o| matches!(
+            o,
+            Output::Accounting {
+                kind: AcctKind::Stop,
+                reason: Some(EndReason::SessionTimeout),
+                ..
+            }
+        )),
+        "{out:?}"
+    );
+    assert!(e.set_session_timeout(id, 20, 31 * S).is_none(), "not bound");
+}
+
+#[test]
+fn a_coa_session_timeout_of_zero_lifts_the_limit_and_a_restore_keeps_one() {
+    let mut e = engine(UnknownPolicy::Captive);
+    let id = discover(&mut e, 1, 1);
+    let limited = AuthOutcome::Accept {
+        plan: None,
+        session_timeout_secs: Some(100),
+        address: AddressChoice::Any,
+    };
+    let out = answer_and_bind(&mut e, id, limited, 1, 1);
+    let ip = installed(&out).expect("installed").ip;
+    e.set_session_timeout(id, 0, 2 * S).expect("bound");
+    assert_eq!(e.session(id).and_then(|s| s.ends_at_ns), None);
+    // The renewal gets the pool's whole lease again; past the old limit nothing ends.
+    let mut r = msg(DhcpMessageType::Request, 1, 3);
+    r.ciaddr = ip;
+    let out = e.handle_dhcp(0, 0, &client_frame(&r, None), 60 * S);
+    assert_eq!(replies(&out).pop().and_then(|a| a.lease_secs), Some(600));
+    e.tick(200 * S);
+    assert_eq!(e.session(id).map(|s| s.state.name()), Some("active"));
+
+    e.set_session_timeout(id, 50, 300 * S).expect("bound");
+    let stored: Vec<Session> = e.list(0, 100, |_| true).cloned().collect();
+    let mut e2 = engine(UnknownPolicy::Captive);
+    assert!(e2.restore(stored, e.next_id()).is_empty());
+    assert!(e2.tick(349 * S).is_empty());
+    assert!(e2.tick(350 * S).iter().any(|o| matches!(
+        o,
+        Output::Accounting {
+            reason: Some(EndReason::SessionTimeout),
+            ..
+        }
+    )));
 }

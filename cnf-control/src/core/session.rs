@@ -93,6 +93,8 @@ pub enum EndReason {
     Refused,
     /// No traffic from the subscriber for as long as its RADIUS Idle-Timeout allows.
     IdleTimeout,
+    /// Its Session-Timeout (from the Access-Accept or a CoA) passed.
+    SessionTimeout,
 }
 
 /// The session's state; each variant carries what it needs.
@@ -179,6 +181,8 @@ pub enum Event {
     Refused,
     /// The subscriber sent nothing for its Idle-Timeout.
     IdleTimeout,
+    /// The session's end (`Session::ends_at_ns`) came.
+    SessionTimeout,
     /// The dataplanes confirmed the removal.
     Removed,
 }
@@ -410,7 +414,7 @@ pub fn step(state: State, event: Event, now_ns: u64, lease_secs: u32) -> (State,
         ),
         (
             S::Offered { ip, .. } | S::Discovering { ip, .. },
-            E::Release | E::Disconnect | E::Drain | E::Refused | E::IdleTimeout,
+            E::Release | E::Disconnect | E::Drain | E::Refused | E::IdleTimeout | E::SessionTimeout,
         ) => (
             S::Expired {
                 reason: EndReason::Released,
@@ -523,6 +527,7 @@ fn bound_step(
         E::Drain => end_bound(lease.ip, now_ns, EndReason::Drained),
         E::Refused => end_bound(lease.ip, now_ns, EndReason::Refused),
         E::IdleTimeout => end_bound(lease.ip, now_ns, EndReason::IdleTimeout),
+        E::SessionTimeout => end_bound(lease.ip, now_ns, EndReason::SessionTimeout),
         E::Decline => {
             // The client found the address in use (RFC 2131 §4.4.1): drop it and quarantine.
             let (_, mut actions) = end_bound(lease.ip, now_ns, EndReason::Declined);

@@ -41,7 +41,7 @@ pub fn terminate_cause(r: EndReason) -> u32 {
     match r {
         EndReason::Released => value::TERMINATE_USER_REQUEST,
         // The lease is the session's time limit, and it ran out without a renewal.
-        EndReason::LeaseExpired => value::TERMINATE_SESSION_TIMEOUT,
+        EndReason::LeaseExpired | EndReason::SessionTimeout => value::TERMINATE_SESSION_TIMEOUT,
         EndReason::Declined => value::TERMINATE_USER_ERROR,
         // A Disconnect-Request (RFC 5176) or an operator's removal of this one session.
         EndReason::Disconnected => value::TERMINATE_ADMIN_RESET,
@@ -411,6 +411,7 @@ pub(crate) mod tests {
         assert_eq!(cause(EndReason::Drained), 10); // NAS-Request
         assert_eq!(cause(EndReason::Refused), 9); // NAS-Error
         assert_eq!(cause(EndReason::IdleTimeout), 4); // Idle-Timeout
+        assert_eq!(cause(EndReason::SessionTimeout), 5);
         assert_eq!(cause(EndReason::Declined), 17); // User-Error
     }
 

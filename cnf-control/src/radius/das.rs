@@ -48,6 +48,8 @@ pub struct DasRequest {
     pub kind: CoaKind,
     pub selector: Selector,
     pub plan: Option<String>,
+    /// Session-Timeout: the seconds the session may last from now (0: without limit).
+    pub session_timeout_secs: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,13 +87,24 @@ pub fn interpret(cfg: &RadiusConfig, req: &CoaRequest) -> Result<DasRequest, u32
         return Err(error_cause::MISSING_ATTRIBUTE);
     }
     let plan = plan_of(cfg.plan_attribute, &req.attributes);
-    if req.kind == CoaKind::Coa && plan.is_none() {
+    let session_timeout = req
+        .attributes
+        .iter()
+        .find(|(k, _)| *k == attr::SESSION_TIMEOUT)
+        .map(|(_, v)| <[u8; 4]>::try_from(v.as_slice()).map(u32::from_be_bytes));
+    let session_timeout_secs = match session_timeout {
+        Some(Err(_)) => return Err(error_cause::INVALID_ATTRIBUTE_VALUE),
+        Some(Ok(t)) => Some(t),
+        None => None,
+    };
+    if req.kind == CoaKind::Coa && plan.is_none() && session_timeout_secs.is_none() {
         return Err(error_cause::MISSING_ATTRIBUTE);
     }
     Ok(DasRequest {
         kind: req.kind,
         selector,
         plan,
+        session_timeout_secs,
     })
 }
 
@@ -117,20 +130,31 @@ pub fn apply(engine: &mut Engine, req: &DasRequest, now_ns: u64) -> (Vec<Output>
         Ok(id) => id,
         Err(cause) => return (vec![], DasAnswer::Nak(cause)),
     };
-    match (req.kind, &req.plan) {
-        (CoaKind::Disconnect, _) => match engine.disconnect(id, now_ns) {
+    let not_found = DasAnswer::Nak(error_cause::SESSION_CONTEXT_NOT_FOUND);
+    if req.kind == CoaKind::Disconnect {
+        return match engine.disconnect(id, now_ns) {
             Some(out) => (out, DasAnswer::Ack),
-            None => (
-                vec![],
-                DasAnswer::Nak(error_cause::SESSION_CONTEXT_NOT_FOUND),
-            ),
-        },
-        (CoaKind::Coa, Some(plan)) => match engine.change_plan(id, plan, now_ns) {
-            Ok(out) => (out, DasAnswer::Ack),
-            Err(_) => (vec![], DasAnswer::Nak(error_cause::INVALID_ATTRIBUTE_VALUE)),
-        },
-        (CoaKind::Coa, None) => (vec![], DasAnswer::Nak(error_cause::MISSING_ATTRIBUTE)),
+            None => (vec![], not_found),
+        };
     }
+    if req.plan.is_none() && req.session_timeout_secs.is_none() {
+        return (vec![], DasAnswer::Nak(error_cause::MISSING_ATTRIBUTE));
+    }
+    // The plan first: an unknown one NAKs the request before anything changed.
+    let mut out = match &req.plan {
+        Some(plan) => match engine.change_plan(id, plan, now_ns) {
+            Ok(out) => out,
+            Err(_) => return (vec![], DasAnswer::Nak(error_cause::INVALID_ATTRIBUTE_VALUE)),
+        },
+        None => vec![],
+    };
+    if let Some(secs) = req.session_timeout_secs {
+        match engine.set_session_timeout(id, secs, now_ns) {
+            Some(more) => out.extend(more),
+            None => return (out, not_found),
+        }
+    }
+    (out, DasAnswer::Ack)
 }
 
 /// Answers kept for retransmissions.
@@ -299,6 +323,59 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_session_timeout_alone_is_a_change_and_a_malformed_one_is_refused() {
+        let c = cfg();
+        let ip = Ipv4Addr::new(100, 64, 0, 4);
+        let r = interpret(
+            &c,
+            &coa(|b| {
+                b.framed_ip_address(ip).unwrap();
+                b.attr(attr::SESSION_TIMEOUT, &3600u32.to_be_bytes())
+                    .unwrap();
+            }),
+        )
+        .unwrap();
+        assert_eq!((r.plan, r.session_timeout_secs), (None, Some(3600)));
+        let short = coa(|b| {
+            b.framed_ip_address(ip).unwrap();
+            b.attr(attr::SESSION_TIMEOUT, &[0, 1]).unwrap();
+        });
+        assert_eq!(
+            interpret(&c, &short),
+            Err(error_cause::INVALID_ATTRIBUTE_VALUE)
+        );
+    }
+
+    #[test]
+    fn apply_sets_the_session_timeout_unless_the_plan_is_refused() {
+        let (mut e, id, ip, _) = bound_engine();
+        let coa = DasRequest {
+            kind: CoaKind::Coa,
+            selector: Selector {
+                ip: Some(ip),
+                ..Selector::default()
+            },
+            plan: Some("platinum".into()),
+            session_timeout_secs: Some(60),
+        };
+        assert_eq!(
+            apply(&mut e, &coa, 1).1,
+            DasAnswer::Nak(error_cause::INVALID_ATTRIBUTE_VALUE)
+        );
+        assert_eq!(
+            e.session(id).and_then(|s| s.ends_at_ns),
+            None,
+            "nothing changed"
+        );
+        let coa = DasRequest { plan: None, ..coa };
+        assert_eq!(apply(&mut e, &coa, 1).1, DasAnswer::Ack);
+        assert_eq!(
+            e.session(id).and_then(|s| s.ends_at_ns).map(|t| t.get()),
+            Some(1 + 60 * crate::core::session::NS_PER_SEC)
+        );
+    }
+
     /// An engine with one session bound by an external Accept: (engine, id, ip, mac).
     fn bound_engine() -> (Engine, SessionId, Ipv4Addr, MacAddr) {
         use crate::core::aaa::{AddressChoice, AuthOutcome};
@@ -374,6 +451,7 @@ mod tests {
                 ..Selector::default()
             },
             plan: Some("silver".into()),
+            session_timeout_secs: None,
         };
         let (out, a) = apply(&mut e, &coa, 1);
         assert_eq!(a, DasAnswer::Ack);

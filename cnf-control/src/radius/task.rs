@@ -496,7 +496,8 @@ impl Task {
                 });
                 if acct.idle_secs.is_some() && !self.cfg.accounting {
                     // Idleness is seen in the counters the accounting reads.
-                    self.tally.add("RADIUS Idle-Timeout not applied: accounting off");
+                    self.tally
+                        .add("RADIUS Idle-Timeout not applied: accounting off");
                 }
                 if !acct.is_empty() {
                     if self.accept_acct.len() >= ACCEPT_ACCT_MAX {

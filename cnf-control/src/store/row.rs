@@ -325,7 +325,7 @@ fn state_row(s: &State) -> StateRow {
 }
 
 /// Stable codes: a stored row outlives any reordering of the enum.
-const REASONS: [(EndReason, u32); 10] = [
+const REASONS: [(EndReason, u32); 11] = [
     (EndReason::Released, 1),
     (EndReason::LeaseExpired, 2),
     (EndReason::Declined, 3),
@@ -336,6 +336,7 @@ const REASONS: [(EndReason, u32); 10] = [
     (EndReason::Drained, 8),
     (EndReason::Refused, 9),
     (EndReason::IdleTimeout, 10),
+    (EndReason::SessionTimeout, 11),
 ];
 
 fn reason_code(r: EndReason) -> u32 {
