@@ -8,7 +8,8 @@
 #
 # FreeRADIUS answers from a users file (MAC → Filter-Id naming the plan, Acct-Interim-Interval,
 # Session-Timeout, Framed-IP-Address, Framed-Pool, Idle-Timeout) and writes accounting to a
-# detail file, which the checks read. The control's first RADIUS
+# detail file, which the checks read; radclient sends CoA (plan, Session-Timeout) and
+# Disconnect. The control's first RADIUS
 # server is a dead port, so every first request proves failover. Midway the control restarts
 # with CHAP instead of PAP; then a drain and a clean shutdown end the accounting; last, with
 # 8 s leases, a client killed without RELEASE runs out its lease (Stop with Session-Timeout);
@@ -356,6 +357,17 @@ if ((fetched15 >= 14)) && [[ $state15 == active ]] &&
     wait_for 5 c15_gone && audit_clean >/dev/null; then
     ok "c15 (Idle-Timeout 4 s) stays while it sends ($fetched15 fetches over 8 s) and ends once it stops (Stop with Idle-Timeout)"; else
     bad "c15's Idle-Timeout" "fetched=$fetched15 state after=$state15 $(detail | py "[r for r in d if r.get('Acct-Session-Id') == '$asid15']" | tail -c 600)"; fi
+
+# ---- CoA Session-Timeout: c13 holds a 600 s lease; a CoA gives it 3 s more, and it ends then
+asid13=$(printf '%016x' "$(session_of "$ip13" id)")
+out=$(coa coa "$das_secret" "Acct-Session-Id = \"$asid13\"" 'Session-Timeout = 3')
+ends13=$(session_of "$ip13" endsAtNs)
+c13_gone() { [[ $(session_of "$ip13" id) == None ]]; }
+if grep -q 'Received CoA-ACK' <<<"$out" && [[ $ends13 =~ ^[0-9]+$ ]] &&
+    wait_for 10 detail_has "$asid13" Stop "r.get('Acct-Terminate-Cause') == 'Session-Timeout'" &&
+    wait_for 5 c13_gone && audit_clean >/dev/null; then
+    ok "a CoA with Session-Timeout 3 s ends c13 then, its 600 s lease notwithstanding (CoA-ACK, Stop with Session-Timeout)"; else
+    bad "a CoA with Session-Timeout ends c13" "endsAtNs=$ends13 $out $(detail | py "[r for r in d if r.get('Acct-Session-Id') == '$asid13']" | tail -c 400)"; fi
 
 # ---- SIGTERM with live sessions: no Accounting-Off; restart with CHAP: no second Accounting-On
 if stop_control && (($(nas_count Accounting-Off) == 0)) && grep -q 'no RADIUS Accounting-Off: sessions carry on' "$tmp/control.log"; then
