@@ -806,6 +806,10 @@ impl Engine {
                 if let Some(s) = self.sessions.get_mut(&id) {
                     s.ends_at_ns = ends;
                 }
+                // Leases are cut to the end, except a relayed server's: the timer ends those.
+                if let Some(end) = ends {
+                    self.timers.insert((end.get(), id));
+                }
                 match self.take_asked_address(id, &address) {
                     Ok(()) => self.grant_for(id, plan.as_deref()),
                     Err(AddressRefusal::Nak) => {

@@ -442,3 +442,46 @@ fn requests_in_flight_count_against_the_line_so_the_server_leases_no_more() {
     assert_eq!(e.sessions_len(), 8, "every ACKed request became a session");
     assert_eq!(counter(&e, "line session limit"), 5);
 }
+
+#[test]
+fn a_radius_session_timeout_ends_a_relayed_session_whose_server_lease_outlasts_it() {
+    use crate::core::aaa::{AddressChoice, AuthOutcome};
+    use crate::core::engine::AcctKind;
+    use crate::core::session::EndReason;
+    let mut c = engine_config(UnknownPolicy::Captive);
+    c.external_auth = true;
+    let mut e = Engine::new(c, cap(10), 0).unwrap();
+    e.enable_relay(cfg(&[KEA]), 0);
+    let yi = Ipv4Addr::new(100, 64, 0, 77);
+    let out = dora(&mut e, 1, yi, 3600, 5 * S);
+    let id = out
+        .iter()
+        .find_map(|o| match o {
+            Output::Authorize { id, .. } => Some(*id),
+            _ => None,
+        })
+        .expect("the relayed ACK asks the AAA");
+    let accept = AuthOutcome::Accept {
+        plan: None,
+        session_timeout_secs: Some(10),
+        address: AddressChoice::Fixed(Ipv4Addr::new(100, 64, 0, 9)),
+    };
+    let out = e.auth_result(id, accept, 6 * S);
+    let ack = replies(&out).pop().expect("the server's ACK, relayed");
+    assert_eq!((ack.yiaddr, ack.lease_secs), (yi, Some(3600)));
+    assert_eq!(counter(&e, "relay: RADIUS address not applied"), 1);
+    let stop = |out: &[Output]| {
+        out.iter().any(|o| {
+            matches!(
+                o,
+                Output::Accounting {
+                    kind: AcctKind::Stop,
+                    reason: Some(EndReason::SessionTimeout),
+                    ..
+                }
+            )
+        })
+    };
+    assert!(!stop(&e.tick(15 * S)));
+    assert!(stop(&e.tick(16 * S)), "ends 10 s after the Accept");
+}
