@@ -8,7 +8,8 @@
 #        ⇄ k0 203.0.113.2 ns srv: Kea (memfile, WARN) + a sniffer of what the relay sends
 #   relay.servers = [203.0.113.3 (nobody: failover), 203.0.113.2 (Kea)]
 #   late in the run: the control restarts with a FreeRADIUS (tests/radius/freeradius.sh) on ns
-#   ctl's loopback, and a relayed subscriber is authorised and accounted there
+#   ctl's loopback, and a relayed subscriber is authorised and accounted there; another,
+#   whose Session-Timeout is shorter than Kea's lease, ends at it
 #
 # Installs nothing (tests/relay/PACKAGES). Every process it starts is stopped by its pid and
 # every namespace deleted on exit. One line per check ("ok - ..." / "not ok - ..."), then
@@ -313,6 +314,9 @@ echo "$rad_secret" >"$tmp/radius-secret"
 freeradius_conf "$tmp/fr" 127.0.0.1 1812 1813 "$rad_secret" <<EOF
 "02:00:00:00:02:05" Cleartext-Password := "02:00:00:00:02:05"
 	Filter-Id := "silver"
+
+"02:00:00:00:02:06" Cleartext-Password := "02:00:00:00:02:06"
+	Session-Timeout := 4
 EOF
 grep -v '^subscribersFile:' "$tmp/control.yaml" |
     sed 's/^plans: .*/plans: [{name: gold, id: 10, rateBps: 100000000}, {name: silver, id: 11, rateBps: 20000000}]/' >"$tmp/radius.yaml"
@@ -348,6 +352,18 @@ if freeradius_start "$tmp/fr" ip netns exec "$(ns ctl)" && start_control "$tmp/r
     if wait_for 5 detail_has "$asid5" Stop "r.get('Acct-Terminate-Cause') == 'User-Request'" && [[ $(count_ip "$c5_ip") == 0 ]]; then
         ok radius_accounting_stop_after_the_relayed_release; else
         bad radius_accounting_stop_after_the_relayed_release "left=$(count_ip "$c5_ip") $(detail)"; fi
+    # Kea leases c6 for 60 s and FreeRADIUS allows it 4 s: the relayed ACK passes unchanged,
+    # and the session ends at the Session-Timeout all the same.
+    client c6 02:00:00:00:02:06
+    inns c6 timeout 30 udhcpc -i e0 -n -q -f -s /etc/udhcpc/default.script >>"$tmp/clients.log" 2>&1
+    c6_ip=$(addr_of c6); c6_ip=${c6_ip:-none}
+    ls6=$(session_field "$c6_ip" leaseSecs); asid6=$(printf '%016x' "$(session_field "$c6_ip" id)" 2>/dev/null)
+    c6_gone() { [[ $(count_ip "$c6_ip") == 0 ]]; }
+    if [[ $ls6 == 60 ]] &&
+        wait_for 10 detail_has "$asid6" Stop "r.get('Acct-Terminate-Cause') == 'Session-Timeout' and int(r.get('Acct-Session-Time', -1)) <= 6" &&
+        wait_for 5 c6_gone; then
+        ok "radius_session_timeout_ends_a_relayed_session_before_its_lease (Kea's lease 60 s, Session-Timeout 4 s: Stop with Session-Timeout)"; else
+        bad radius_session_timeout_ends_a_relayed_session_before_its_lease "ip=$c6_ip lease=$ls6 left=$(count_ip "$c6_ip") $(detail | tail -c 600)"; fi
 else
     bad radius_in_relay_mode_starts "$(tail -5 "$tmp/fr/freeradius.log" "$tmp/control.log")"
 fi
