@@ -60,6 +60,22 @@ fn accept(plan: Option<&str>) -> AuthOutcome {
     }
 }
 
+/// The lease time of the ACK to a renewal (REQUEST with ciaddr `ip`) from MAC 1 at `t`.
+fn renewal_lease(e: &mut Engine, ip: Ipv4Addr, t: u64) -> Option<u32> {
+    let mut r = msg(DhcpMessageType::Request, 1, 3);
+    r.ciaddr = ip;
+    let out = e.handle_dhcp(0, 0, &client_frame(&r, None), t);
+    replies(&out).pop().and_then(|a| a.lease_secs)
+}
+
+/// Whether `out` holds an accounting Stop, with `reason` when one is given.
+fn stopped(out: &[Output], reason: Option<EndReason>) -> bool {
+    out.iter().any(|o| {
+        matches!(o, Output::Accounting { kind: AcctKind::Stop, reason: r, .. }
+            if reason.is_none() || *r == reason)
+    })
+}
+
 fn installed(out: &[Output]) -> Option<DpSession> {
     out.iter().find_map(|o| match o {
         Output::Program {
@@ -250,24 +266,11 @@ fn a_session_timeout_bounds_every_lease_and_ends_the_session() {
     assert_eq!(ack.renewal_secs, Some(50));
     let ip = installed(&out).expect("installed").ip;
     // A renewal gets what is left, not the pool's lease.
-    let mut r = msg(DhcpMessageType::Request, 1, 3);
-    r.ciaddr = ip;
-    let out = e.handle_dhcp(0, 0, &client_frame(&r, None), 51 * S);
-    assert_eq!(replies(&out).pop().and_then(|a| a.lease_secs), Some(50));
+    assert_eq!(renewal_lease(&mut e, ip, 51 * S), Some(50));
     e.tick(100 * S);
     assert!(e.session(id).is_some_and(|s| s.state.ip() == Some(ip)));
     let out = e.tick(101 * S);
-    assert!(
-        out.iter().any(|o| matches!(
-            o,
-            Output::Accounting {
-                kind: AcctKind::Stop,
-                reason: Some(EndReason::SessionTimeout),
-                ..
-            }
-        )),
-        "{out:?}"
-    );
+    assert!(stopped(&out, Some(EndReason::SessionTimeout)), "{out:?}");
     assert!(out.iter().any(|o| matches!(
         o,
         Output::Program {
@@ -308,34 +311,10 @@ fn a_coa_session_timeout_ends_a_session_whose_lease_outlasts_it() {
     let out = e.set_session_timeout(id, 20, 10 * S).expect("bound");
     assert!(matches!(out.as_slice(), [Output::Persist(s)] if s.ends_at_ns.is_some()));
     // A renewal gets what is left.
-    let mut r = msg(DhcpMessageType::Request, 1, 3);
-    r.ciaddr = ip;
-    let out = e.handle_dhcp(0, 0, &client_frame(&r, None), 15 * S);
-    assert_eq!(replies(&out).pop().and_then(|a| a.lease_secs), Some(15));
-    let stop = |out: &[Output]| {
-        out.iter().any(|o| {
-            matches!(
-                o,
-                Output::Accounting {
-                    kind: AcctKind::Stop,
-                    ..
-                }
-            )
-        })
-    };
-    assert!(!stop(&e.tick(29 * S)));
+    assert_eq!(renewal_lease(&mut e, ip, 15 * S), Some(15));
+    assert!(!stopped(&e.tick(29 * S), None));
     let out = e.tick(30 * S);
-    assert!(
-        out.iter().any(|o| matches!(
-            o,
-            Output::Accounting {
-                kind: AcctKind::Stop,
-                reason: Some(EndReason::SessionTimeout),
-                ..
-            }
-        )),
-        "{out:?}"
-    );
+    assert!(stopped(&out, Some(EndReason::SessionTimeout)), "{out:?}");
     assert!(e.set_session_timeout(id, 20, 31 * S).is_none(), "not bound");
 }
 
@@ -353,10 +332,7 @@ fn a_coa_session_timeout_of_zero_lifts_the_limit_and_a_restore_keeps_one() {
     e.set_session_timeout(id, 0, 2 * S).expect("bound");
     assert_eq!(e.session(id).and_then(|s| s.ends_at_ns), None);
     // The renewal gets the pool's whole lease again; past the old limit nothing ends.
-    let mut r = msg(DhcpMessageType::Request, 1, 3);
-    r.ciaddr = ip;
-    let out = e.handle_dhcp(0, 0, &client_frame(&r, None), 60 * S);
-    assert_eq!(replies(&out).pop().and_then(|a| a.lease_secs), Some(600));
+    assert_eq!(renewal_lease(&mut e, ip, 60 * S), Some(600));
     e.tick(200 * S);
     assert_eq!(e.session(id).map(|s| s.state.name()), Some("active"));
 
@@ -365,11 +341,5 @@ fn a_coa_session_timeout_of_zero_lifts_the_limit_and_a_restore_keeps_one() {
     let mut e2 = engine(UnknownPolicy::Captive);
     assert!(e2.restore(stored, e.next_id()).is_empty());
     assert!(e2.tick(349 * S).is_empty());
-    assert!(e2.tick(350 * S).iter().any(|o| matches!(
-        o,
-        Output::Accounting {
-            reason: Some(EndReason::SessionTimeout),
-            ..
-        }
-    )));
+    assert!(stopped(&e2.tick(350 * S), Some(EndReason::SessionTimeout)));
 }
