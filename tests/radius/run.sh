@@ -122,6 +122,10 @@ freeradius_conf "$tmp" "$rip" "$auth_port" "$acct_port" "$secret" <<EOF
 "02:00:00:00:0a:0f" Cleartext-Password := "02:00:00:00:0a:0f"
 	Filter-Id := "gold",
 	Idle-Timeout := 4
+
+"02:00:00:00:0a:10" Cleartext-Password := "02:00:00:00:0a:10"
+	Filter-Id := "gold",
+	Idle-Timeout := 8
 EOF
 start_freeradius() { freeradius_start "$tmp"; }
 log "starting freeradius on $rip:$auth_port/$acct_port"
@@ -369,6 +373,13 @@ if grep -q 'Received CoA-ACK' <<<"$out" && [[ $ends13 =~ ^[0-9]+$ ]] &&
     ok "a CoA with Session-Timeout 3 s ends c13 then, its 600 s lease notwithstanding (CoA-ACK, Stop with Session-Timeout)"; else
     bad "a CoA with Session-Timeout ends c13" "endsAtNs=$ends13 $out $(detail | py "[r for r in d if r.get('Acct-Session-Id') == '$asid13']" | tail -c 400)"; fi
 
+# ---- c16 (Idle-Timeout 8 s) binds just before the restart below; its Idle-Timeout, kept in
+# the accounting file, must end it after the restart
+client c16 02:00:00:00:0a:10
+inns c16 timeout 30 udhcpc -i e0 -n -q -f -s /etc/udhcpc/default.script >>"$tmp/clients.log" 2>&1
+ip16=$(addr_of c16)
+asid16=$(printf '%016x' "$(session_of "$ip16" id)")
+
 # ---- SIGTERM with live sessions: no Accounting-Off; restart with CHAP: no second Accounting-On
 if stop_control && (($(nas_count Accounting-Off) == 0)) && grep -q 'no RADIUS Accounting-Off: sessions carry on' "$tmp/control.log"; then
     ok "SIGTERM with live sessions exits 0 without an Accounting-Off (they carry on after a restart)"; else
@@ -381,6 +392,11 @@ if start_control "$tmp/chap.yaml" && sleep 1 && (($(nas_count Accounting-On) == 
 if [[ $(session_of 100.64.0.201 captive) == False ]] && ! grep -q 'address 100.64.0.201 not free' "$tmp/control.log"; then
     ok "c12's session is restored on its fixed address (an excluded one)"; else
     bad "c12's session is restored on its fixed address" "$(grep -i 'restor' "$tmp/control.log" | tail -3)"; fi
+state16=$(session_of "$ip16" state) # restored, not yet idle for 8 s
+c16_gone() { [[ $(session_of "$ip16" id) == None ]]; }
+if [[ -n $ip16 && $state16 == active ]] && wait_for 15 detail_has "$asid16" Stop "r.get('Acct-Terminate-Cause') == 'Idle-Timeout'" && wait_for 5 c16_gone; then
+    ok "c16's Idle-Timeout outlives the control restart: the restored session ends idle (Stop with Idle-Timeout)"; else
+    bad "c16's Idle-Timeout outlives the control restart" "ip=$ip16 state after the restart=$state16 $(detail | py "[r for r in d if r.get('Acct-Session-Id') == '$asid16']" | tail -c 400)"; fi
 client c6 02:00:00:00:0a:06
 client c7 02:00:00:00:0a:07
 inns c6 timeout 30 udhcpc -i e0 -n -q -f -s /etc/udhcpc/default.script >>"$tmp/clients.log" 2>&1
