@@ -1,5 +1,5 @@
 //! The Dynamic Authorization Server (RFC 5176): CoA-Request changes a live session's plan,
-//! Disconnect-Request ends it.
+//! its Session-Timeout (from now), or both; Disconnect-Request ends it.
 //!
 //! - Only configured clients are heard; a request from anyone else, or whose authenticator
 //!   does not verify with that client's secret, is silently discarded and counted (§3, §5):
@@ -7,8 +7,9 @@
 //! - A session is identified by Acct-Session-Id, Framed-IP-Address, Calling-Station-Id or a
 //!   MAC User-Name (§3), all of which must match. None of them: NAK 402 Missing-Attribute; no
 //!   such session: 503 Session-Context-Not-Found; a NAS-Identifier or NAS-IP-Address that is
-//!   not ours: 403 NAS-Identification-Mismatch; a CoA without a plan: 402; a plan name the
-//!   control does not know: 407 Invalid-Attribute-Value. Other attributes are ignored.
+//!   not ours: 403 NAS-Identification-Mismatch; a CoA with neither a plan nor a
+//!   Session-Timeout: 402; a plan name the control does not know, or a Session-Timeout that
+//!   is not 4 bytes: 407 Invalid-Attribute-Value. Other attributes are ignored.
 //! - A retransmitted request (same source, identifier and authenticator) gets the cached
 //!   answer again instead of being applied twice (RFC 5080 §2.2.2).
 //! - The engine applies the change and the answer leaves after the engine task's batch: its
