@@ -42,7 +42,7 @@ pub struct SessionView {
     pub bound_at_ns: Option<u64>,
     pub renewed_at_ns: Option<u64>,
     pub lease_secs: Option<u32>,
-    /// When the Access-Accept's Session-Timeout ends the session; none without one.
+    /// When a Session-Timeout (the Access-Accept's or a CoA's) ends the session; none without.
     pub ends_at_ns: Option<u64>,
     pub circuit_id: Option<String>,
     pub remote_id: Option<String>,

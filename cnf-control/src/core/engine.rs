@@ -81,9 +81,9 @@ pub struct Session {
     pub remote_id: Option<Vec<u8>>,
     pub created_ns: u64,
     pub state: State,
-    /// When an Access-Accept's Session-Timeout ends the session (Unix ns): no lease granted
-    /// runs past it, so the session ends when its last lease does. Non-zero, so that the
-    /// field costs 8 bytes a session, not 16.
+    /// When a Session-Timeout (from the Access-Accept or a CoA) ends the session (Unix ns):
+    /// no lease granted runs past it, and a timer ends the session there (`Engine::end_after`).
+    /// Non-zero, so that the field costs 8 bytes a session, not 16.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ends_at_ns: Option<NonZeroU64>,
     /// The request to answer next (not persisted). Boxed because it is almost always `None`
@@ -799,17 +799,8 @@ impl Engine {
                 address,
             } => {
                 self.count("authorization accepted");
-                // Zero is "no limit" to some servers; nothing ends a session before it began.
-                let ends = session_timeout_secs.filter(|&t| t > 0).and_then(|t| {
-                    NonZeroU64::new(now_ns.saturating_add(u64::from(t) * NS_PER_SEC))
-                });
-                if let Some(s) = self.sessions.get_mut(&id) {
-                    s.ends_at_ns = ends;
-                }
-                // Leases are cut to the end, except a relayed server's: the timer ends those.
-                if let Some(end) = ends {
-                    self.timers.insert((end.get(), id));
-                }
+                // Zero is "no limit" to some servers, as it is in a CoA.
+                self.end_after(id, session_timeout_secs.unwrap_or(0), now_ns);
                 match self.take_asked_address(id, &address) {
                     Ok(()) => self.grant_for(id, plan.as_deref()),
                     Err(AddressRefusal::Nak) => {
@@ -889,9 +880,9 @@ impl Engine {
             // The relayed server's lease is in its ACK, which passes through unchanged.
             lease_secs = l;
         } else if let Some(end) = self.sessions.get(&id).and_then(|s| s.ends_at_ns) {
-            // No lease past the session's end: it ends when its last lease runs out, as a
-            // lease expiry (Acct-Terminate-Cause Session-Timeout). Renewals near the end get
-            // what is left; a second at least, so that no lease is zero.
+            // No lease past the session's end, where its timer ends it (Acct-Terminate-Cause
+            // Session-Timeout). Renewals near the end get what is left; a second at least, so
+            // that no lease is zero.
             let left = end.get().saturating_sub(now_ns) / NS_PER_SEC;
             lease_secs = lease_secs.min(u32::try_from(left).unwrap_or(u32::MAX).max(1));
         }
@@ -1208,17 +1199,27 @@ impl Engine {
         secs: u32,
         now_ns: u64,
     ) -> Option<Vec<Output>> {
-        let s = self.sessions.get_mut(&id)?;
-        s.state.bound()?;
-        s.ends_at_ns = (secs > 0)
-            .then(|| now_ns.saturating_add(u64::from(secs) * NS_PER_SEC))
-            .and_then(NonZeroU64::new);
-        if let Some(end) = s.ends_at_ns {
-            self.timers.insert((end.get(), id));
-        }
+        self.sessions.get(&id)?.state.bound()?;
+        self.end_after(id, secs, now_ns);
+        let s = self.sessions.get(&id)?;
         let out = vec![Output::Persist(s.clone())];
         self.count("session timeout changed");
         Some(out)
+    }
+
+    /// Session `id` ends `secs` from `now_ns` (0: without limit). Leases are cut to its end,
+    /// and a timer ends it there when a lease outlasts it (one granted before a CoA, or a
+    /// relayed server's, which passes unchanged).
+    fn end_after(&mut self, id: SessionId, secs: u32, now_ns: u64) {
+        let end = (secs > 0)
+            .then(|| now_ns.saturating_add(u64::from(secs) * NS_PER_SEC))
+            .and_then(NonZeroU64::new);
+        if let Some(s) = self.sessions.get_mut(&id) {
+            s.ends_at_ns = end;
+        }
+        if let Some(end) = end {
+            self.timers.insert((end.get(), id));
+        }
     }
 
     /// CoA or the operator's API: a new plan by name.
