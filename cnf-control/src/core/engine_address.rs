@@ -42,37 +42,35 @@ impl Engine {
             State::Authenticating { ip, .. } => (ip, false),
             _ => return Ok(()),
         };
-        let pool_of_reserved = self.pools.pool_of(reserved);
-        let fits = match want {
-            AddressChoice::Any => true,
-            AddressChoice::Fixed(ip) => *ip == reserved,
-            AddressChoice::Pool(name) => {
-                let Some(i) = self.pools.by_name(name) else {
-                    return Err(AddressRefusal::Unavailable("Framed-Pool unknown"));
-                };
-                pool_of_reserved == Some(i)
-            }
-        };
-        if fits {
-            return Ok(());
-        }
-        if !discovering {
-            return Err(AddressRefusal::Nak);
-        }
+        // An address the reserved one satisfies stays; another is taken at DISCOVER only.
         let taken = match want {
-            AddressChoice::Fixed(ip) => self
-                .pools
-                .allocate_held(*ip)
-                .map(|_| *ip)
-                .ok_or("Framed-IP-Address unavailable"),
+            AddressChoice::Any => return Ok(()),
+            AddressChoice::Fixed(ip) if *ip == reserved => return Ok(()),
+            AddressChoice::Fixed(ip) => {
+                if !discovering {
+                    return Err(AddressRefusal::Nak);
+                }
+                self.pools
+                    .allocate_held(*ip)
+                    .map(|_| *ip)
+                    .ok_or("Framed-IP-Address unavailable")
+            }
             AddressChoice::Pool(name) => {
+                let i = self
+                    .pools
+                    .by_name(name)
+                    .ok_or(AddressRefusal::Unavailable("Framed-Pool unknown"))?;
+                if self.pools.pool_of(reserved) == Some(i) {
+                    return Ok(());
+                }
+                if !discovering {
+                    return Err(AddressRefusal::Nak);
+                }
                 let prefer = self.sticky.get(&s.key).copied();
                 self.pools
-                    .by_name(name)
-                    .and_then(|i| self.pools.allocate_in(i, prefer))
+                    .allocate_in(i, prefer)
                     .ok_or("Framed-Pool exhausted")
             }
-            AddressChoice::Any => Ok(reserved),
         };
         let ip = taken.map_err(AddressRefusal::Unavailable)?;
         self.pools.release(reserved);
