@@ -140,7 +140,8 @@ fn decode(b: &[u8]) -> Option<Kept> {
     }
     let idle_secs = match rest {
         [] => 0,
-        &[a, b, c, d] if u32::from_le_bytes([a, b, c, d]) > 0 => u32::from_le_bytes([a, b, c, d]),
+        // Zero is never written: a session without one has no tail.
+        &[a, b, c, d] => std::num::NonZeroU32::new(u32::from_le_bytes([a, b, c, d]))?.get(),
         _ => return None,
     };
     Some(Kept {
