@@ -59,8 +59,8 @@ impl HealthFeed {
             }
             m.add_store_errors(0);
         }
-        for (pool, limit, usage) in engine.pool_usage() {
-            m.set_pool(pool, u64::from(limit), u64::from(usage));
+        for p in engine.pool_usage() {
+            m.set_pool(p.name, p.leasable.into(), p.in_use.into(), p.fixed.into());
         }
         for (event, n) in engine.counters() {
             if LEVELS.contains(&event) {

@@ -502,10 +502,11 @@ impl Running {
                     pools: self
                         .engine
                         .pool_usage()
-                        .map(|(name, leasable, in_use)| kbng_crds::bng::PoolUsage {
-                            name: name.to_owned(),
-                            leasable,
-                            in_use,
+                        .map(|p| kbng_crds::bng::PoolUsage {
+                            name: p.name.to_owned(),
+                            leasable: p.leasable,
+                            in_use: p.in_use,
+                            fixed: p.fixed,
                         })
                         .collect(),
                 });

@@ -607,12 +607,16 @@ pub struct BngStatus {
     pub pools: Vec<PoolUsage>,
 }
 
-/// A pool's addresses: leasable (network, broadcast, gateway and exclusions left out) and in
-/// use (offered, bound, or quarantined after a DECLINE).
+/// A pool's addresses: leasable (network, broadcast, gateway and exclusions left out), in use
+/// (offered, bound, or quarantined after a DECLINE), and fixed: excluded addresses held by
+/// sessions because RADIUS assigned them (Framed-IP-Address), counted in neither of the others.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PoolUsage {
     pub name: String,
     pub leasable: u32,
     pub in_use: u32,
+    /// Absent from controls older than this field: read as 0.
+    #[serde(default)]
+    pub fixed: u32,
 }

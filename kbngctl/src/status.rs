@@ -68,8 +68,12 @@ pub fn run(server: &ServerArgs, args: StatusArgs) -> anyhow::Result<ExitCode> {
                 (Some(u), Some(o)) if o > 0 => format!(" ({:.0}%)", 100.0 * u as f64 / o as f64),
                 _ => String::new(),
             };
+            let fixed = match p["fixed"].as_u64() {
+                Some(f) if f > 0 => format!(", {f} fixed (RADIUS) in its exclusions"),
+                _ => String::new(),
+            };
             println!(
-                "pool {}: {} of {} addresses in use{share}",
+                "pool {}: {} of {} addresses in use{share}{fixed}",
                 text(&p["name"]),
                 text(&p["inUse"]),
                 text(&p["leasable"])

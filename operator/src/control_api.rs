@@ -258,6 +258,10 @@ pub fn parse_status(v: &Value) -> ControlReport {
                 name: p["name"].as_str()?.to_owned(),
                 leasable: u32::try_from(u(&p["leasable"])?).ok()?,
                 in_use: u32::try_from(u(&p["inUse"])?).ok()?,
+                // An older control does not report it.
+                fixed: u(&p["fixed"])
+                    .and_then(|f| u32::try_from(f).ok())
+                    .unwrap_or(0),
             })
         })
         .collect();
@@ -320,7 +324,8 @@ mod tests {
         let v = json!({
             "sessions": {"total": 5, "active": 3, "captive": 2},
             "sessionsByPlan": {"basic-50m": 2, "premium-1g": 1},
-            "pools": [{"name": "p0", "leasable": 65530, "inUse": 5}, {"name": "broken"}],
+            "pools": [{"name": "p0", "leasable": 65530, "inUse": 5, "fixed": 2},
+                {"name": "older-control", "leasable": 10, "inUse": 1}, {"name": "broken"}],
             "dataplanes": [{
                 "index": 0, "address": "http://127.0.0.1:1", "connected": true,
                 "identity": {"dataplaneId": "lab-dataplane-0", "numaNode": 1, "mainCore": 4,
@@ -344,11 +349,20 @@ mod tests {
         assert_eq!(r.by_plan["premium-1g"], 1);
         assert_eq!(
             r.pools,
-            vec![PoolUsage {
-                name: "p0".into(),
-                leasable: 65_530,
-                in_use: 5
-            }]
+            vec![
+                PoolUsage {
+                    name: "p0".into(),
+                    leasable: 65_530,
+                    in_use: 5,
+                    fixed: 2,
+                },
+                PoolUsage {
+                    name: "older-control".into(),
+                    leasable: 10,
+                    in_use: 1,
+                    fixed: 0,
+                }
+            ]
         );
         let d = &r.dataplanes[0];
         assert_eq!(d.id.as_deref(), Some("lab-dataplane-0"));

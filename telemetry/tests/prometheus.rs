@@ -107,7 +107,7 @@ async fn metrics_endpoint_serves_valid_prometheus_text() {
     );
     control.record_programming(16, Outcome::Ok, Duration::from_millis(2));
     control.set_licence(1000, 4);
-    control.set_pool("p0", 253, 4);
+    control.set_pool("p0", 253, 4, 1);
     control.add_events("ACK sent", 4);
     control.add_events("ACK sent", 2);
     control.add_events("pool exhausted", 1);
@@ -156,6 +156,7 @@ async fn metrics_endpoint_serves_valid_prometheus_text() {
         "kbng_licence_sessions_usage 4",
         r#"kbng_pool_addresses_limit{pool="p0"} 253"#,
         r#"kbng_pool_addresses_usage{pool="p0"} 4"#,
+        r#"kbng_pool_addresses_fixed{pool="p0"} 1"#,
         "# TYPE kbng_control_events_total counter",
         r#"kbng_control_events_total{event="ACK sent"} 6"#,
         r#"kbng_control_events_total{event="pool exhausted"} 1"#,

@@ -16,7 +16,7 @@ use super::dhcp::{self, Inbound, LeaseParams, RequestKind};
 use super::licence::{Admission, Admit, Cap};
 use super::mac_index::{MacHolder, MacIndex};
 use super::pacing::{Pacer, PacingConfig};
-use super::pool::{PoolConfig, Pools};
+use super::pool::{PoolConfig, PoolUse, Pools};
 use super::session::{self, Action, EndReason, Event, Grant, NS_PER_SEC, State};
 use super::{FastMap, Line, MacAddr, SessionId};
 
@@ -303,12 +303,14 @@ impl Engine {
         v
     }
 
-    /// Each pool's name, leasable addresses and addresses in use (offered, bound or
-    /// quarantined).
-    pub fn pool_usage(&self) -> impl Iterator<Item = (&str, u32, u32)> {
-        self.pools
-            .iter()
-            .map(|p| (p.config.name.as_str(), p.usable(), p.in_use()))
+    /// Each pool's addresses, as status and metrics report them.
+    pub fn pool_usage(&self) -> impl Iterator<Item = PoolUse<'_>> {
+        self.pools.iter().map(|p| PoolUse {
+            name: p.config.name.as_str(),
+            leasable: p.usable(),
+            in_use: p.in_use(),
+            fixed: p.held_excluded() as u32,
+        })
     }
 
     pub fn cap(&self) -> &Cap {

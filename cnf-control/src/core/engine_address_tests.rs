@@ -63,8 +63,13 @@ fn answer_and_bind(e: &mut Engine, id: SessionId, a: AuthOutcome, m: u8) -> Opti
 
 fn usage(e: &Engine) -> Vec<(String, u32)> {
     e.pool_usage()
-        .map(|(name, _, in_use)| (name.to_owned(), in_use))
+        .map(|p| (p.name.to_owned(), p.in_use))
         .collect()
+}
+
+/// Each pool's fixed addresses: excluded ones held by sessions.
+fn fixed(e: &Engine) -> Vec<u32> {
+    e.pool_usage().map(|p| p.fixed).collect()
 }
 
 fn grant(e: &Engine, id: SessionId) -> Option<Grant> {
@@ -81,6 +86,7 @@ fn a_fixed_address_in_an_exclusion_is_given_and_freed_for_its_next_owner() {
     assert_eq!(e.desired(0)[0].ip, FIXED);
     // The address reserved at DISCOVER went back; a fixed address is not leasable usage.
     assert_eq!(usage(&e), [("p".into(), 0), ("q".into(), 0)]);
+    assert_eq!(fixed(&e), [1, 0]);
 
     // Held: a second subscriber asking for it is not given it.
     let other = discover(&mut e, 2);
@@ -94,9 +100,11 @@ fn a_fixed_address_in_an_exclusion_is_given_and_freed_for_its_next_owner() {
     rel.ciaddr = FIXED;
     e.handle_dhcp(0, 0, &client_frame(&rel, None), 3 * S);
     e.removed(id, 3 * S);
+    assert_eq!(fixed(&e), [0, 0]);
     let third = discover(&mut e, 3);
     let ip3 = answer_and_bind(&mut e, third, accept(AddressChoice::Fixed(FIXED)), 3);
     assert_eq!(ip3, Some(FIXED));
+    assert_eq!(fixed(&e), [1, 0]);
 }
 
 #[test]

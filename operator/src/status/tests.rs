@@ -132,6 +132,7 @@ fn all_gates_true_makes_ready() {
             name: "p0".into(),
             leasable: 251,
             in_use: 10,
+            fixed: 3,
         }],
     };
     let mut o = observed(&w, 100);
@@ -152,9 +153,9 @@ fn all_gates_true_makes_ready() {
     assert_eq!(
         s.pools
             .iter()
-            .map(|p| (p.name.as_str(), p.leasable, p.in_use))
+            .map(|p| (p.name.as_str(), p.leasable, p.in_use, p.fixed))
             .collect::<Vec<_>>(),
-        [("p0", 251, 10)]
+        [("p0", 251, 10, 3)]
     );
 
     // A port down is named; the control going away keeps the last counts.

@@ -44,6 +44,7 @@ pub struct ControlMetrics {
     plans: PlanLabels,
     pool_limit: Gauge<u64>,
     pool_usage: Gauge<u64>,
+    pool_fixed: Gauge<u64>,
     /// Pool names are configuration, as plan names are: capped the same way.
     pools: PlanLabels,
     events: Counter<u64>,
@@ -105,6 +106,11 @@ impl ControlMetrics {
                 .u64_gauge("kbng.pool.addresses.usage")
                 .with_unit("{address}")
                 .with_description("Addresses of a pool held by sessions or quarantined.")
+                .build(),
+            pool_fixed: meter
+                .u64_gauge("kbng.pool.addresses.fixed")
+                .with_unit("{address}")
+                .with_description("Excluded addresses of a pool held by sessions as fixed addresses (RADIUS Framed-IP-Address); not in limit or usage.")
                 .build(),
             pools: PlanLabels::default(),
             events: meter
@@ -187,11 +193,13 @@ impl ControlMetrics {
         self.licence_usage.record(usage, &[]);
     }
 
-    /// A pool's leasable addresses and those in use.
-    pub fn set_pool(&self, pool: &str, limit: u64, usage: u64) {
+    /// A pool's leasable addresses, those in use, and its excluded addresses held as fixed
+    /// addresses.
+    pub fn set_pool(&self, pool: &str, limit: u64, usage: u64, fixed: u64) {
         let label = [KeyValue::new("pool", self.pools.label(pool))];
         self.pool_limit.record(limit, &label);
         self.pool_usage.record(usage, &label);
+        self.pool_fixed.record(fixed, &label);
     }
 
     /// `n` more of the control's event `event` (a fixed counter name of the engine).

@@ -19,6 +19,7 @@
 //! | `kbng.licence.sessions.usage` | `kbng_licence_sessions_usage` | - |
 //! | `kbng.pool.addresses.limit` | `kbng_pool_addresses_limit` | `pool` |
 //! | `kbng.pool.addresses.usage` | `kbng_pool_addresses_usage` | `pool` |
+//! | `kbng.pool.addresses.fixed` | `kbng_pool_addresses_fixed` | `pool` |
 //! | `kbng.control.events` | `kbng_control_events_total` | `event` |
 //! | `kbng.store.commit.errors` | `kbng_store_commit_errors_total` | - |
 //! | `kbng.control.api.unauthorized` | `kbng_control_api_unauthorized_total` | - |
