@@ -275,9 +275,13 @@ impl Running {
                     self.outputs(out, &mut b);
                 }
                 Some(ev) = crate::radius::recv(&mut self.radius) => {
-                    let (out, reply) = crate::radius::on_event(&mut self.engine, ev, now_ns());
-                    self.outputs(out, &mut b);
-                    b.replies.extend(reply);
+                    // An event came, so RADIUS is configured.
+                    if let Some(link) = &self.radius {
+                        let (out, reply) =
+                            crate::radius::on_event(link, &mut self.engine, ev, now_ns());
+                        self.outputs(out, &mut b);
+                        b.replies.extend(reply);
+                    }
                 }
                 cmd = self.api.recv() => {
                     let Some(cmd) = cmd else { return };

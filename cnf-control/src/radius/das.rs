@@ -1,5 +1,6 @@
 //! The Dynamic Authorization Server (RFC 5176): CoA-Request changes a live session's plan,
-//! its Session-Timeout (from now), or both; Disconnect-Request ends it.
+//! its Session-Timeout (from now), its Idle-Timeout, or several at once; Disconnect-Request
+//! ends it.
 //!
 //! - Only configured clients are heard; a request from anyone else, or whose authenticator
 //!   does not verify with that client's secret, is silently discarded and counted (§3, §5):
@@ -8,8 +9,10 @@
 //!   MAC User-Name (§3), all of which must match. None of them: NAK 402 Missing-Attribute; no
 //!   such session: 503 Session-Context-Not-Found; a NAS-Identifier or NAS-IP-Address that is
 //!   not ours: 403 NAS-Identification-Mismatch; a CoA with neither a plan nor a
-//!   Session-Timeout: 402; a plan name the control does not know, or a Session-Timeout that
-//!   is not 4 bytes: 407 Invalid-Attribute-Value. Other attributes are ignored.
+//!   Session-Timeout nor an Idle-Timeout: 402; a plan name the control does not know, or a
+//!   Session-Timeout or Idle-Timeout that is not 4 bytes: 407 Invalid-Attribute-Value; an
+//!   Idle-Timeout while accounting is off: 401 Unsupported-Attribute (idleness is read from
+//!   the counters the accounting reads). Other attributes are ignored.
 //! - A retransmitted request (same source, identifier and authenticator) gets the cached
 //!   answer again instead of being applied twice (RFC 5080 §2.2.2).
 //! - The engine applies the change and the answer leaves after the engine task's batch: its
@@ -51,6 +54,18 @@ pub struct DasRequest {
     pub plan: Option<String>,
     /// Session-Timeout: the seconds the session may last from now (0: without limit).
     pub session_timeout_secs: Option<u32>,
+    /// Idle-Timeout: the seconds without upstream traffic that end the session, counted from
+    /// now (0: without limit). The RADIUS task watches it, not the engine.
+    pub idle_timeout_secs: Option<u32>,
+}
+
+impl DasRequest {
+    /// Whether a CoA asks for any change the NAS makes.
+    fn changes_something(&self) -> bool {
+        self.plan.is_some()
+            || self.session_timeout_secs.is_some()
+            || self.idle_timeout_secs.is_some()
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,26 +102,28 @@ pub fn interpret(cfg: &RadiusConfig, req: &CoaRequest) -> Result<DasRequest, u32
     if selector == Selector::default() {
         return Err(error_cause::MISSING_ATTRIBUTE);
     }
-    let plan = plan_of(cfg.plan_attribute, &req.attributes);
-    let session_timeout = req
-        .attributes
-        .iter()
-        .find(|(k, _)| *k == attr::SESSION_TIMEOUT)
-        .map(|(_, v)| <[u8; 4]>::try_from(v.as_slice()).map(u32::from_be_bytes));
-    let session_timeout_secs = match session_timeout {
-        Some(Err(_)) => return Err(error_cause::INVALID_ATTRIBUTE_VALUE),
-        Some(Ok(t)) => Some(t),
-        None => None,
+    let seconds = |kind: u8| -> Result<Option<u32>, u32> {
+        match req.attributes.iter().find(|(k, _)| *k == kind) {
+            Some((_, v)) => <[u8; 4]>::try_from(v.as_slice())
+                .map(|b| Some(u32::from_be_bytes(b)))
+                .map_err(|_| error_cause::INVALID_ATTRIBUTE_VALUE),
+            None => Ok(None),
+        }
     };
-    if req.kind == CoaKind::Coa && plan.is_none() && session_timeout_secs.is_none() {
-        return Err(error_cause::MISSING_ATTRIBUTE);
-    }
-    Ok(DasRequest {
+    let r = DasRequest {
         kind: req.kind,
         selector,
-        plan,
-        session_timeout_secs,
-    })
+        plan: plan_of(cfg.plan_attribute, &req.attributes),
+        session_timeout_secs: seconds(attr::SESSION_TIMEOUT)?,
+        idle_timeout_secs: seconds(attr::IDLE_TIMEOUT)?,
+    };
+    if req.kind == CoaKind::Coa && !r.changes_something() {
+        return Err(error_cause::MISSING_ATTRIBUTE);
+    }
+    if req.kind == CoaKind::Coa && r.idle_timeout_secs.is_some() && !cfg.accounting {
+        return Err(error_cause::UNSUPPORTED_ATTRIBUTE);
+    }
+    Ok(r)
 }
 
 /// The bound session `sel` names.
@@ -138,7 +155,7 @@ pub fn apply(engine: &mut Engine, req: &DasRequest, now_ns: u64) -> (Vec<Output>
             None => (vec![], not_found),
         };
     }
-    if req.plan.is_none() && req.session_timeout_secs.is_none() {
+    if !req.changes_something() {
         return (vec![], DasAnswer::Nak(error_cause::MISSING_ATTRIBUTE));
     }
     // The plan first: an unknown one NAKs the request before anything changed.
@@ -349,6 +366,32 @@ mod tests {
     }
 
     #[test]
+    fn an_idle_timeout_alone_is_a_change_which_needs_accounting() {
+        let mut c = cfg();
+        let ip = Ipv4Addr::new(100, 64, 0, 4);
+        let idle = |v: &[u8]| {
+            coa(|b| {
+                b.framed_ip_address(ip).unwrap();
+                b.attr(attr::IDLE_TIMEOUT, v).unwrap();
+            })
+        };
+        let r = interpret(&c, &idle(&300u32.to_be_bytes())).unwrap();
+        assert_eq!(
+            (r.plan, r.session_timeout_secs, r.idle_timeout_secs),
+            (None, None, Some(300))
+        );
+        assert_eq!(
+            interpret(&c, &idle(&[1, 2, 3])),
+            Err(error_cause::INVALID_ATTRIBUTE_VALUE)
+        );
+        c.accounting = false;
+        assert_eq!(
+            interpret(&c, &idle(&300u32.to_be_bytes())),
+            Err(error_cause::UNSUPPORTED_ATTRIBUTE)
+        );
+    }
+
+    #[test]
     fn apply_sets_the_session_timeout_unless_the_plan_is_refused() {
         let (mut e, id, ip, _) = bound_engine();
         let coa = DasRequest {
@@ -359,6 +402,7 @@ mod tests {
             },
             plan: Some("platinum".into()),
             session_timeout_secs: Some(60),
+            idle_timeout_secs: None,
         };
         assert_eq!(
             apply(&mut e, &coa, 1).1,
@@ -453,6 +497,7 @@ mod tests {
             },
             plan: Some("silver".into()),
             session_timeout_secs: None,
+            idle_timeout_secs: None,
         };
         let (out, a) = apply(&mut e, &coa, 1);
         assert_eq!(a, DasAnswer::Ack);

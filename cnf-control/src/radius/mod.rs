@@ -29,7 +29,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kbng_wire::{RadiusBuilder, WireError};
+use kbng_wire::{CoaKind, RadiusBuilder, WireError};
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
 
@@ -124,6 +124,11 @@ pub enum RadiusCmd {
     /// Clean shutdown: Accounting-Off if no session carries on (`nas.rs`).
     Off {
         reply: oneshot::Sender<nas::OffOutcome>,
+    },
+    /// A CoA set session `id`'s Idle-Timeout (0: none), counted from now.
+    SetIdle {
+        id: SessionId,
+        secs: u32,
     },
 }
 
@@ -280,11 +285,24 @@ impl Link {
 pub type Reply = Box<dyn FnOnce() + Send>;
 
 /// Apply a RADIUS event to the engine (the engine task calls this).
-pub fn on_event(engine: &mut Engine, ev: RadiusEvent, now_ns: u64) -> (Vec<Output>, Option<Reply>) {
+pub fn on_event(
+    link: &Link,
+    engine: &mut Engine,
+    ev: RadiusEvent,
+    now_ns: u64,
+) -> (Vec<Output>, Option<Reply>) {
     match ev {
         RadiusEvent::Auth { id, outcome } => (engine.auth_result(id, outcome, now_ns), None),
         RadiusEvent::Das { req, reply } => {
             let (out, answer) = das::apply(engine, &req, now_ns);
+            // The engine took the rest of the CoA (so the session is bound); the RADIUS task
+            // watches idleness.
+            if let (DasAnswer::Ack, CoaKind::Coa, Some(secs)) =
+                (answer, req.kind, req.idle_timeout_secs)
+                && let Ok(id) = das::resolve(engine, &req.selector)
+            {
+                let _ = link.tx.send(RadiusCmd::SetIdle { id, secs });
+            }
             let r: Reply = Box::new(move || {
                 let _ = reply.send(answer);
             });

@@ -289,6 +289,23 @@ impl Task {
                 }
                 done
             }
+            RadiusCmd::SetIdle { id, secs } => {
+                let Some(s) = self.sessions.get_mut(&id) else {
+                    self.tally
+                        .add("RADIUS Idle-Timeout for no accounted session");
+                    return vec![];
+                };
+                s.idle_secs = secs;
+                // Counted from now: a CoA does not end a session for idleness before it.
+                self.idle.forget(id);
+                self.idle
+                    .watch(id, secs, s.totals().in_packets, Instant::now());
+                if let Some(w) = &self.kept {
+                    w.send(acct_store::Op::Put(id, Kept::of(s)));
+                }
+                self.tally.add("RADIUS Idle-Timeout set by CoA");
+                vec![]
+            }
             RadiusCmd::Off { reply } => {
                 let outcome = if !self.cfg.accounting {
                     Some(OffOutcome::Disabled)
