@@ -126,6 +126,9 @@ freeradius_conf "$tmp" "$rip" "$auth_port" "$acct_port" "$secret" <<EOF
 "02:00:00:00:0a:10" Cleartext-Password := "02:00:00:00:0a:10"
 	Filter-Id := "gold",
 	Idle-Timeout := 8
+
+"02:00:00:00:0a:11" Cleartext-Password := "02:00:00:00:0a:11"
+	Filter-Id := "gold"
 EOF
 start_freeradius() { freeradius_start "$tmp"; }
 log "starting freeradius on $rip:$auth_port/$acct_port"
@@ -334,6 +337,13 @@ if [[ $ip12 == 100.64.0.201 && $(session_of "$ip12" captive) == False ]] && reac
     wait_for 5 detail_has "$asid12" Start "r.get('Framed-IP-Address') == '100.64.0.201'"; then
     ok "c12 gets its Framed-IP-Address 100.64.0.201 from p0's exclusions, forwards, and its Start carries it"; else
     bad "c12 gets its Framed-IP-Address" "ip=$ip12 captive=$(session_of "$ip12" captive) $(detail | py "[r for r in d if r.get('Acct-Session-Id') == '$asid12']" | tail -c 400)"; fi
+# The fixed address is counted apart: p0's inUse is its leasable addresses held, each a session
+# enumerated by the API on p0 other than c12's; c12's is p0's one fixed address.
+p0_use=$(apiget /v1/status | py "[(p['inUse'], p['fixed']) for p in d['pools'] if p['name'] == 'p0']")
+p0_held=$(apiget "/v1/sessions?limit=1000" | py "len([s for s in d['sessions'] if (s.get('ip') or '').startswith('100.64.0.') and s['ip'] != '100.64.0.201'])")
+if [[ $p0_use == "[($p0_held, 1)]" ]]; then
+    ok "pool p0 reports c12's address as its one fixed address, apart from the $p0_held leasable ones in use"; else
+    bad "pool p0 reports c12's fixed address apart" "status (inUse, fixed)=$p0_use, sessions on leasable p0 addresses=$p0_held"; fi
 if [[ $ip13 == 100.64.1.* && $(session_of "$ip13" captive) == False ]] && reach c13; then
     ok "c13 gets an address of its Framed-Pool p1 ($ip13) and forwards"; else
     bad "c13 gets an address of its Framed-Pool p1" "ip=$ip13 $(tail -3 "$tmp/clients.log")"; fi
@@ -345,8 +355,12 @@ check "the dataplane holds c12, c13 and c14 as the control does (audit clean)" a
 
 # ---- Idle-Timeout: c15's Access-Accept allows 4 s without upstream traffic. While it fetches
 # every half second for 8 s it stays; once it stops, it ends with Stop Idle-Timeout
+# udhcpc stays running (no -q): it keeps its lease after the session ends, as a CPE would.
 client c15 02:00:00:00:0a:0f
-inns c15 timeout 30 udhcpc -i e0 -n -q -f -s /etc/udhcpc/default.script >>"$tmp/clients.log" 2>&1
+inns c15 udhcpc -i e0 -n -f -p "$tmp/udhcpc-c15.pid" -s /etc/udhcpc/default.script >>"$tmp/clients.log" 2>&1 &
+pids+=($!)
+c15_bound() { [[ -n $(addr_of c15) ]]; }
+wait_for 30 c15_bound
 ip15=$(addr_of c15)
 asid15=$(printf '%016x' "$(session_of "$ip15" id)")
 fetched15=0
@@ -362,6 +376,21 @@ if ((fetched15 >= 14)) && [[ $state15 == active ]] &&
     ok "c15 (Idle-Timeout 4 s) stays while it sends ($fetched15 fetches over 8 s) and ends once it stops (Stop with Idle-Timeout)"; else
     bad "c15's Idle-Timeout" "fetched=$fetched15 state after=$state15 $(detail | py "[r for r in d if r.get('Acct-Session-Id') == '$asid15']" | tail -c 600)"; fi
 
+# ---- c15's client still holds its 600 s lease; IPoE cannot tell it the session ended. Its
+# renewal (udhcpc's SIGUSR1: a unicast REQUEST with ciaddr, RFC 2131 RENEWING) finds no
+# session: the control adopts the address, RADIUS authorizes it again, a new session starts.
+kill -USR1 "$(cat "$tmp/udhcpc-c15.pid")"
+c15_back() { [[ $(session_of "$ip15" state) == active ]]; }
+if wait_for 10 c15_back; then
+    id15b=$(session_of "$ip15" id)
+    asid15b=$(printf '%016x' "$id15b")
+fi
+if [[ -n ${id15b:-} && $asid15b != "$asid15" && $(addr_of c15) == "$ip15" ]] && reach c15 &&
+    wait_for 5 detail_has "$asid15b" Start True; then
+    ok "c15's renewal after its Idle-Timeout starts a new session on its address ($ip15, accounting Start), which forwards"; else
+    bad "c15's renewal after its Idle-Timeout starts a new session" "id=${id15b:-none} addr=$(addr_of c15) $(grep -c 'NAK' "$tmp/control.log") NAK lines; $(tail -3 "$tmp/clients.log")"; fi
+kill "$(cat "$tmp/udhcpc-c15.pid")"
+
 # ---- CoA Session-Timeout: c13 holds a 600 s lease; a CoA gives it 3 s more, and it ends then
 asid13=$(printf '%016x' "$(session_of "$ip13" id)")
 out=$(coa coa "$das_secret" "Acct-Session-Id = \"$asid13\"" 'Session-Timeout = 3')
@@ -372,6 +401,20 @@ if grep -q 'Received CoA-ACK' <<<"$out" && [[ $ends13 =~ ^[0-9]+$ ]] &&
     wait_for 5 c13_gone && audit_clean >/dev/null; then
     ok "a CoA with Session-Timeout 3 s ends c13 then, its 600 s lease notwithstanding (CoA-ACK, Stop with Session-Timeout)"; else
     bad "a CoA with Session-Timeout ends c13" "endsAtNs=$ends13 $out $(detail | py "[r for r in d if r.get('Acct-Session-Id') == '$asid13']" | tail -c 400)"; fi
+
+# ---- CoA Idle-Timeout: c17's Access-Accept sets none; a CoA gives it 3 s, counted from the
+# CoA, and once it stops sending it ends idle
+client c17 02:00:00:00:0a:11
+inns c17 timeout 30 udhcpc -i e0 -n -q -f -s /etc/udhcpc/default.script >>"$tmp/clients.log" 2>&1
+ip17=$(addr_of c17)
+asid17=$(printf '%016x' "$(session_of "$ip17" id)")
+out=$(coa coa "$das_secret" "Acct-Session-Id = \"$asid17\"" 'Idle-Timeout = 3')
+c17_gone() { [[ $(session_of "$ip17" id) == None ]]; }
+if [[ -n $ip17 ]] && grep -q 'Received CoA-ACK' <<<"$out" && reach c17 &&
+    wait_for 12 detail_has "$asid17" Stop "r.get('Acct-Terminate-Cause') == 'Idle-Timeout'" &&
+    wait_for 5 c17_gone && audit_clean >/dev/null; then
+    ok "a CoA with Idle-Timeout 3 s ends c17 once it stops sending (CoA-ACK, Stop with Idle-Timeout)"; else
+    bad "a CoA with Idle-Timeout ends c17 once idle" "ip=$ip17 $out $(detail | py "[r for r in d if r.get('Acct-Session-Id') == '$asid17']" | tail -c 400)"; fi
 
 # ---- c16 (Idle-Timeout 8 s) binds just before the restart below; its Idle-Timeout, kept in
 # the accounting file, must end it after the restart
