@@ -364,23 +364,23 @@ fn counted_refusal(metrics: std::net::SocketAddr, before: u64, what: &str) -> u6
     })
 }
 
-/// The dataplane's exported expiry of its certificate and client CA are those of `name`'s leaf
-/// and CA, as openssl reads them.
+/// The dataplane's exported expiry of its certificate and client CA become those of `name`'s
+/// leaf and CA, as openssl reads them. Waited for: the gauge follows the files the dataplane
+/// loaded, which a scrape just after a handshake can precede.
 fn expiry_is(metrics: std::net::SocketAddr, dir: &Path, name: &str) {
     for (file, cert) in [
         ("cert", format!("{name}-leaf.crt")),
         ("client-ca", format!("{name}.crt")),
     ] {
         let want = not_after(&dir.join(&cert));
-        let got = tls_metric(
-            metrics,
-            &format!("expiry_timestamp_seconds{{file=\"{file}\"}}"),
-        );
-        assert_eq!(
-            got,
-            Some(want),
-            "expiry of {file} on /metrics, against {cert}"
-        );
+        let what = format!("expiry of {file} on /metrics to be {cert}'s ({want})");
+        wait_for(&what, 20, || {
+            let got = tls_metric(
+                metrics,
+                &format!("expiry_timestamp_seconds{{file=\"{file}\"}}"),
+            );
+            (got == Some(want)).then_some(())
+        });
     }
 }
 
