@@ -142,37 +142,64 @@ pub fn resolve(engine: &Engine, sel: &Selector) -> Result<SessionId, u32> {
     Ok(id)
 }
 
+/// What [`apply`] did: the engine's outputs, the answer, and, for a CoA's Idle-Timeout that
+/// was taken with the rest of the request, the session and seconds the RADIUS task is to watch.
+#[derive(Debug)]
+pub struct Applied {
+    pub out: Vec<Output>,
+    pub answer: DasAnswer,
+    pub watch_idle: Option<(SessionId, u32)>,
+}
+
+impl Applied {
+    fn nak(out: Vec<Output>, cause: u32) -> Self {
+        Self {
+            out,
+            answer: DasAnswer::Nak(cause),
+            watch_idle: None,
+        }
+    }
+}
+
 /// Carry out `req` in the engine (the engine task calls this).
-pub fn apply(engine: &mut Engine, req: &DasRequest, now_ns: u64) -> (Vec<Output>, DasAnswer) {
+pub fn apply(engine: &mut Engine, req: &DasRequest, now_ns: u64) -> Applied {
     let id = match resolve(engine, &req.selector) {
         Ok(id) => id,
-        Err(cause) => return (vec![], DasAnswer::Nak(cause)),
+        Err(cause) => return Applied::nak(vec![], cause),
     };
-    let not_found = DasAnswer::Nak(error_cause::SESSION_CONTEXT_NOT_FOUND);
+    let not_found = error_cause::SESSION_CONTEXT_NOT_FOUND;
     if req.kind == CoaKind::Disconnect {
         return match engine.disconnect(id, now_ns) {
-            Some(out) => (out, DasAnswer::Ack),
-            None => (vec![], not_found),
+            Some(out) => Applied {
+                out,
+                answer: DasAnswer::Ack,
+                watch_idle: None,
+            },
+            None => Applied::nak(vec![], not_found),
         };
     }
     if !req.changes_something() {
-        return (vec![], DasAnswer::Nak(error_cause::MISSING_ATTRIBUTE));
+        return Applied::nak(vec![], error_cause::MISSING_ATTRIBUTE);
     }
     // The plan first: an unknown one NAKs the request before anything changed.
     let mut out = match &req.plan {
         Some(plan) => match engine.change_plan(id, plan, now_ns) {
             Ok(out) => out,
-            Err(_) => return (vec![], DasAnswer::Nak(error_cause::INVALID_ATTRIBUTE_VALUE)),
+            Err(_) => return Applied::nak(vec![], error_cause::INVALID_ATTRIBUTE_VALUE),
         },
         None => vec![],
     };
     if let Some(secs) = req.session_timeout_secs {
         match engine.set_session_timeout(id, secs, now_ns) {
             Some(more) => out.extend(more),
-            None => return (out, not_found),
+            None => return Applied::nak(out, not_found),
         }
     }
-    (out, DasAnswer::Ack)
+    Applied {
+        out,
+        answer: DasAnswer::Ack,
+        watch_idle: req.idle_timeout_secs.map(|secs| (id, secs)),
+    }
 }
 
 /// Answers kept for retransmissions.
@@ -392,7 +419,7 @@ mod tests {
     }
 
     #[test]
-    fn apply_sets_the_session_timeout_unless_the_plan_is_refused() {
+    fn apply_sets_the_timeouts_unless_the_plan_is_refused() {
         let (mut e, id, ip, _) = bound_engine();
         let coa = DasRequest {
             kind: CoaKind::Coa,
@@ -402,19 +429,30 @@ mod tests {
             },
             plan: Some("platinum".into()),
             session_timeout_secs: Some(60),
-            idle_timeout_secs: None,
+            idle_timeout_secs: Some(300),
         };
+        let a = apply(&mut e, &coa, 1);
         assert_eq!(
-            apply(&mut e, &coa, 1).1,
+            a.answer,
             DasAnswer::Nak(error_cause::INVALID_ATTRIBUTE_VALUE)
+        );
+        assert_eq!(
+            a.watch_idle, None,
+            "a refused CoA changes no idleness either"
         );
         assert_eq!(
             e.session(id).and_then(|s| s.ends_at_ns),
             None,
             "nothing changed"
         );
-        let coa = DasRequest { plan: None, ..coa };
-        assert_eq!(apply(&mut e, &coa, 1).1, DasAnswer::Ack);
+        let coa = DasRequest {
+            plan: None,
+            idle_timeout_secs: Some(300),
+            ..coa
+        };
+        let a = apply(&mut e, &coa, 1);
+        assert_eq!(a.answer, DasAnswer::Ack);
+        assert_eq!(a.watch_idle, Some((id, 300)), "the session the CoA named");
         assert_eq!(
             e.session(id).and_then(|s| s.ends_at_ns).map(|t| t.get()),
             Some(1 + 60 * crate::core::session::NS_PER_SEC)
@@ -499,7 +537,7 @@ mod tests {
             session_timeout_secs: None,
             idle_timeout_secs: None,
         };
-        let (out, a) = apply(&mut e, &coa, 1);
+        let Applied { out, answer: a, .. } = apply(&mut e, &coa, 1);
         assert_eq!(a, DasAnswer::Ack);
         assert!(!out.is_empty());
         assert_eq!(e.desired(0)[0].plan_id, 11);
@@ -508,7 +546,7 @@ mod tests {
             ..coa.clone()
         };
         assert_eq!(
-            apply(&mut e, &bad, 2).1,
+            apply(&mut e, &bad, 2).answer,
             DasAnswer::Nak(error_cause::INVALID_ATTRIBUTE_VALUE)
         );
         let bye = DasRequest {
@@ -516,11 +554,11 @@ mod tests {
             plan: None,
             ..coa
         };
-        assert_eq!(apply(&mut e, &bye, 3).1, DasAnswer::Ack);
+        assert_eq!(apply(&mut e, &bye, 3).answer, DasAnswer::Ack);
         assert!(e.desired(0).is_empty());
         // Releasing is not bound: a second request finds nothing.
         assert_eq!(
-            apply(&mut e, &bye, 4).1,
+            apply(&mut e, &bye, 4).answer,
             DasAnswer::Nak(error_cause::SESSION_CONTEXT_NOT_FOUND)
         );
     }

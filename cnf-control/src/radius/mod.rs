@@ -29,7 +29,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kbng_wire::{CoaKind, RadiusBuilder, WireError};
+use kbng_wire::{RadiusBuilder, WireError};
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
 
@@ -294,13 +294,12 @@ pub fn on_event(
     match ev {
         RadiusEvent::Auth { id, outcome } => (engine.auth_result(id, outcome, now_ns), None),
         RadiusEvent::Das { req, reply } => {
-            let (out, answer) = das::apply(engine, &req, now_ns);
-            // The engine took the rest of the CoA (so the session is bound); the RADIUS task
-            // watches idleness.
-            if let (DasAnswer::Ack, CoaKind::Coa, Some(secs)) =
-                (answer, req.kind, req.idle_timeout_secs)
-                && let Ok(id) = das::resolve(engine, &req.selector)
-            {
+            let das::Applied {
+                out,
+                answer,
+                watch_idle,
+            } = das::apply(engine, &req, now_ns);
+            if let Some((id, secs)) = watch_idle {
                 let _ = link.tx.send(RadiusCmd::SetIdle { id, secs });
             }
             let r: Reply = Box::new(move || {
