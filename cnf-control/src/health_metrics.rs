@@ -60,7 +60,7 @@ impl HealthFeed {
             m.add_store_errors(0);
         }
         for p in engine.pool_usage() {
-            m.set_pool(p.name, p.leasable.into(), p.in_use.into(), p.fixed.into());
+            m.set_pool(&p.name, p.leasable.into(), p.in_use.into(), p.fixed.into());
         }
         for (event, n) in engine.counters() {
             if LEVELS.contains(&event) {

@@ -503,16 +503,7 @@ impl Running {
                     waiting_captive: waiting,
                     counters: self.engine.counters(),
                     store_errors: self.committer.errors(),
-                    pools: self
-                        .engine
-                        .pool_usage()
-                        .map(|p| kbng_crds::bng::PoolUsage {
-                            name: p.name.to_owned(),
-                            leasable: p.leasable,
-                            in_use: p.in_use,
-                            fixed: p.fixed,
-                        })
-                        .collect(),
+                    pools: self.engine.pool_usage().collect(),
                 });
             }
             ApiCmd::Desired { dataplane, reply } => {

@@ -16,7 +16,7 @@ use super::dhcp::{self, Inbound, LeaseParams, RequestKind};
 use super::licence::{Admission, Admit, Cap};
 use super::mac_index::{MacHolder, MacIndex};
 use super::pacing::{Pacer, PacingConfig};
-use super::pool::{PoolConfig, PoolUse, Pools};
+use super::pool::{PoolConfig, Pools};
 use super::session::{self, Action, EndReason, Event, Grant, NS_PER_SEC, State};
 use super::{FastMap, Line, MacAddr, SessionId};
 
@@ -304,9 +304,9 @@ impl Engine {
     }
 
     /// Each pool's addresses, as status and metrics report them.
-    pub fn pool_usage(&self) -> impl Iterator<Item = PoolUse<'_>> {
-        self.pools.iter().map(|p| PoolUse {
-            name: p.config.name.as_str(),
+    pub fn pool_usage(&self) -> impl Iterator<Item = kbng_crds::bng::PoolUsage> + '_ {
+        self.pools.iter().map(|p| kbng_crds::bng::PoolUsage {
+            name: p.config.name.clone(),
             leasable: p.usable(),
             in_use: p.in_use(),
             fixed: p.held_excluded() as u32,

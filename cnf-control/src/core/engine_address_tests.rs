@@ -62,9 +62,7 @@ fn answer_and_bind(e: &mut Engine, id: SessionId, a: AuthOutcome, m: u8) -> Opti
 }
 
 fn usage(e: &Engine) -> Vec<(String, u32)> {
-    e.pool_usage()
-        .map(|p| (p.name.to_owned(), p.in_use))
-        .collect()
+    e.pool_usage().map(|p| (p.name, p.in_use)).collect()
 }
 
 /// Each pool's fixed addresses: excluded ones held by sessions.

@@ -226,18 +226,6 @@ pub struct Pools {
     pools: Vec<Pool>,
 }
 
-/// One pool's addresses as status and metrics report them: `leasable` leaves out the network,
-/// broadcast and gateway addresses and the exclusions; `in_use` counts leasable ones offered,
-/// bound or quarantined; `fixed` counts excluded ones held by sessions (RADIUS
-/// Framed-IP-Address), which the other two leave out so that a pool's fill is not overstated.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PoolUse<'a> {
-    pub name: &'a str,
-    pub leasable: u32,
-    pub in_use: u32,
-    pub fixed: u32,
-}
-
 impl Pools {
     pub fn new(configs: Vec<PoolConfig>) -> Result<Pools, Vec<PoolError>> {
         let mut pools = Vec::new();
