@@ -15,7 +15,7 @@ use std::time::Duration;
 use kbng_api::v1 as pb;
 use kbng_api::v1::dataplane_client::DataplaneClient;
 use serde::Serialize;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::{Channel, Endpoint, Uri};
 use tracing::Instrument as _;
@@ -448,7 +448,25 @@ async fn program(
     Ok(())
 }
 
-/// The task serving dataplane `index` at `target`, forever.
+/// Why a connection's [`session`] ended without an error.
+#[derive(Debug, PartialEq, Eq)]
+enum Ended {
+    /// The engine is gone: the control is stopping.
+    EngineGone,
+    /// The TLS files changed: the connection reopens with them at once.
+    Renewed,
+}
+
+/// What one dataplane's task keeps from one connection to the next.
+struct Across {
+    /// The dataplane's boot id at the last connection: another one means it restarted.
+    last_boot: Option<u64>,
+    /// Changes when the TLS files do.
+    renewed: Option<watch::Receiver<Option<u64>>>,
+}
+
+/// The task serving dataplane `index` at `target`, until the engine is gone. `renewed`
+/// changes when the TLS files do ([`crate::dataplane_tls::watch_files`]).
 pub async fn run(
     index: u32,
     target: Target,
@@ -456,8 +474,12 @@ pub async fn run(
     mut cmds: mpsc::UnboundedReceiver<DpCmd>,
     events: mpsc::Sender<DpEvent>,
     status: Arc<Mutex<DpStatus>>,
+    renewed: Option<watch::Receiver<Option<u64>>>,
 ) {
-    let mut last_boot: Option<u64> = None;
+    let mut across = Across {
+        last_boot: None,
+        renewed,
+    };
     // Reported before the first attempt, so a dataplane that never answers shows as lost.
     crate::health_metrics::dataplane_connected(index, false);
     loop {
@@ -468,7 +490,7 @@ pub async fn run(
             &mut cmds,
             &events,
             &status,
-            &mut last_boot,
+            &mut across,
         )
         .await;
         crate::health_metrics::dataplane_connected(index, false);
@@ -478,12 +500,20 @@ pub async fn run(
                 s.last_error = Some(e.clone());
             }
         }
-        if let Err(e) = res {
-            tracing::warn!(dataplane = index, addr = %target.addr, "dataplane connection ended: {e}");
-        }
+        let pause = match res {
+            Err(e) => {
+                tracing::warn!(dataplane = index, addr = %target.addr, "dataplane connection ended: {e}");
+                Duration::from_secs(1)
+            }
+            Ok(Ended::Renewed) => {
+                tracing::info!(dataplane = index, addr = %target.addr, "TLS files renewed: reconnecting with them");
+                Duration::ZERO
+            }
+            Ok(Ended::EngineGone) => Duration::ZERO,
+        };
         // While disconnected, removals are confirmed (the next reconcile removes any that
         // remain, as orphans) and other commands are dropped: the reconcile supersedes them.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+        let deadline = tokio::time::Instant::now() + pause;
         let mut removed = Vec::new();
         while let Ok(Some(cmd)) = tokio::time::timeout_at(deadline, cmds.recv()).await {
             match cmd {
@@ -515,8 +545,13 @@ async fn session(
     cmds: &mut mpsc::UnboundedReceiver<DpCmd>,
     events: &mpsc::Sender<DpEvent>,
     status: &Mutex<DpStatus>,
-    last_boot: &mut Option<u64>,
-) -> Result<(), String> {
+    across: &mut Across,
+) -> Result<Ended, String> {
+    let Across { last_boot, renewed } = across;
+    // Marked before the files are read: a change from here on reopens this connection.
+    if let Some(r) = renewed.as_mut() {
+        r.borrow_and_update();
+    }
     let mut c = connect(target).await.map_err(|e| format!("connect: {e}"))?;
     let id = c
         .get_identity(pb::GetIdentityRequest {})
@@ -628,12 +663,13 @@ async fn session(
         tokio::select! {
             r = &mut reader.0 => {
                 return match r {
-                    Ok(r) => r,
+                    Ok(r) => r.map(|()| Ended::EngineGone),
                     Err(e) => Err(format!("punt reader: {e}")),
                 };
             }
+            () = renewal(renewed) => return Ok(Ended::Renewed),
             cmd = cmds.recv() => {
-                let Some(cmd) = cmd else { return Ok(()) };
+                let Some(cmd) = cmd else { return Ok(Ended::EngineGone) };
                 let mut ops = Vec::new();
                 let mut injects = Vec::new();
                 let mut pending = Some(cmd);
@@ -674,6 +710,17 @@ async fn session(
             }
         }
     }
+}
+
+/// Ready when the TLS files change; never without TLS, or once their watcher is gone.
+async fn renewal(renewed: &mut Option<watch::Receiver<Option<u64>>>) {
+    if let Some(r) = renewed.as_mut()
+        && r.changed().await.is_ok()
+    {
+        return;
+    }
+    *renewed = None;
+    std::future::pending().await
 }
 
 /// An ACK for a session the dataplane refused would promise a session that is not there: it

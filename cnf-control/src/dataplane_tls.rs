@@ -1,9 +1,11 @@
 //! Mutual TLS to the dataplanes: the control proves itself with a client certificate and
 //! checks each dataplane's against a CA. A dataplane installs whatever sessions its client
 //! sends, so on a shared network both ends must know who they talk to. The files are read at
-//! every connection, so a renewed certificate is used from the next one without a restart.
-//! When their certificates expire is exported ([`export_expiry`]): a renewal that never
-//! reaches the mounted files shows there weeks before the control is locked out.
+//! every connection, and [`watch_files`] reopens every connection when they change: a
+//! dataplane checks a client's certificate only at the handshake, so a connection kept open
+//! would outlive the renewal, the old CA's removal and even the old certificate's expiry.
+//! When the certificates expire is exported too: a renewal that never reaches the mounted
+//! files shows there weeks before the control is locked out.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -12,6 +14,7 @@ use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 
 use serde::Deserialize;
+use tokio::sync::watch;
 use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
 
 /// `dataplaneTls` in the configuration file: PEM files.
@@ -23,7 +26,19 @@ pub struct DataplaneTlsFile {
     /// The control's own certificate chain, presented to every dataplane.
     pub cert_file: PathBuf,
     pub key_file: PathBuf,
+    /// How often the files are read again (the kubelet refreshes a mounted Secret about once
+    /// a minute).
+    #[serde(default = "default_recheck_secs")]
+    pub recheck_secs: u32,
 }
+
+fn default_recheck_secs() -> u32 {
+    30
+}
+
+/// The longest `recheckSecs`: a renewal must reach the connections well within a certificate's
+/// last days.
+const MAX_RECHECK_SECS: u32 = 3600;
 
 impl DataplaneTlsFile {
     /// The client TLS settings from the files as they are now; the error names the field
@@ -44,6 +59,13 @@ impl DataplaneTlsFile {
     /// Checked at start (and by `--check-config`): the files read and parsed, so a bad one
     /// stops the control, named, rather than failing every connection.
     pub fn validate(&self, problems: &mut Vec<String>) -> bool {
+        if !(1..=MAX_RECHECK_SECS).contains(&self.recheck_secs) {
+            problems.push(format!(
+                "dataplaneTls.recheckSecs: {} not in 1..={MAX_RECHECK_SECS}",
+                self.recheck_secs
+            ));
+            return false;
+        }
         let parsed = self.client_config().and_then(|tls| {
             Endpoint::from_static("https://dataplane.invalid")
                 .tls_config(tls)
@@ -52,10 +74,6 @@ impl DataplaneTlsFile {
         parsed.map_err(|e| problems.push(e)).is_ok()
     }
 }
-
-/// How often [`export_expiry`] reads the files again (the kubelet refreshes a mounted Secret
-/// about once a minute).
-pub const EXPIRY_CHECK_EVERY: Duration = Duration::from_secs(30);
 
 /// The earliest notAfter (Unix seconds) of the certificates in a PEM file; none when the file
 /// holds no certificate or one whose validity cannot be read.
@@ -66,11 +84,24 @@ pub fn earliest_not_after(pem: &[u8]) -> Option<i64> {
     kbng_wire::x509::earliest_not_after(certs.iter().map(|c| c.as_ref()))
 }
 
-/// Exports when `files`' client chain and CAs expire, read now and every
-/// [`EXPIRY_CHECK_EVERY`]; a file that cannot be read or parsed keeps its last value and is
-/// logged once (connections report their own errors).
-pub async fn export_expiry(files: DataplaneTlsFile) {
-    let mut tick = tokio::time::interval(EXPIRY_CHECK_EVERY);
+/// What the files hold now, for telling a renewal: a hash of the three files' contents, or
+/// none while one cannot be read or they do not parse (a renewal half-written, or broken).
+pub fn fingerprint(files: &DataplaneTlsFile) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for p in [&files.ca_file, &files.cert_file, &files.key_file] {
+        std::fs::read(p).ok()?.hash(&mut h);
+    }
+    files.validate(&mut Vec::new()).then(|| h.finish())
+}
+
+/// Reads `files` every `recheckSecs`: exports when the client chain and the CAs expire, and
+/// when the files change to ones that parse, sends their [`fingerprint`] on `renewed` (the
+/// dataplane connections reopen with them). A file that cannot be read or parsed keeps its
+/// last expiry and is logged once (connections report their own errors); `renewed` starts at
+/// the files' fingerprint when the control started.
+pub async fn watch_files(files: DataplaneTlsFile, renewed: watch::Sender<Option<u64>>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(u64::from(files.recheck_secs.max(1))));
     let mut unreadable: Vec<&'static str> = Vec::new();
     loop {
         tick.tick().await;
@@ -94,6 +125,21 @@ pub async fn export_expiry(files: DataplaneTlsFile) {
                 }
                 None => {}
             }
+        }
+        let files = files.clone();
+        let now = tokio::task::spawn_blocking(move || fingerprint(&files))
+            .await
+            .ok()
+            .flatten();
+        if now.is_some() {
+            renewed.send_if_modified(|seen| {
+                let changed = *seen != now;
+                if changed {
+                    tracing::info!("dataplaneTls: the files changed; reconnecting every dataplane");
+                    *seen = now;
+                }
+                changed
+            });
         }
     }
 }
@@ -173,6 +219,7 @@ mod tests {
             ca_file: ca.clone(),
             cert_file: junk.clone(),
             key_file: junk.clone(),
+            recheck_secs: 30,
         };
         let mut p = Vec::new();
         assert!(!file(&dir.join("absent.pem")).validate(&mut p));
@@ -185,6 +232,33 @@ mod tests {
         assert!(!file(&junk).validate(&mut p));
         assert_eq!(p.len(), 1);
         assert!(p[0].starts_with("dataplaneTls: "), "{p:?}");
+        // Files that do not parse are no renewal: nothing to reconnect with.
+        assert_eq!(fingerprint(&file(&junk)), None);
+        assert_eq!(fingerprint(&file(&dir.join("absent.pem"))), None);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_recheck_interval_is_bounded_and_named() {
+        let f = |secs| DataplaneTlsFile {
+            ca_file: "/absent/ca.pem".into(),
+            cert_file: "/absent/cert.pem".into(),
+            key_file: "/absent/key.pem".into(),
+            recheck_secs: secs,
+        };
+        for secs in [0, 3601] {
+            let mut p = Vec::new();
+            assert!(!f(secs).validate(&mut p));
+            assert_eq!(
+                p,
+                [format!("dataplaneTls.recheckSecs: {secs} not in 1..=3600")]
+            );
+        }
+        let mut p = Vec::new();
+        assert!(!f(3600).validate(&mut p));
+        assert!(p[0].starts_with("dataplaneTls.caFile: "), "{p:?}");
+        let yaml = "{caFile: /a, certFile: /b, keyFile: /c}";
+        let parsed: DataplaneTlsFile = serde_yaml_ng::from_str(yaml).unwrap();
+        assert_eq!(parsed.recheck_secs, 30, "the default");
     }
 }

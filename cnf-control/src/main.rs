@@ -151,9 +151,11 @@ async fn main() -> anyhow::Result<()> {
     let mut dps = Vec::new();
     let mut statuses = Vec::new();
     let targets = Target::all(&cfg.dataplanes, cfg.dataplane_tls.as_ref());
-    if let Some(files) = &cfg.dataplane_tls {
-        tokio::spawn(kbng_control::dataplane_tls::export_expiry(files.clone()));
-    }
+    let renewed = cfg.dataplane_tls.as_ref().map(|files| {
+        let (tx, rx) = tokio::sync::watch::channel(kbng_control::dataplane_tls::fingerprint(files));
+        tokio::spawn(kbng_control::dataplane_tls::watch_files(files.clone(), tx));
+        rx
+    });
     for (i, target) in targets.iter().enumerate() {
         let (tx, rx) = mpsc::unbounded_channel();
         let status = Arc::new(Mutex::new(DpStatus {
@@ -167,6 +169,7 @@ async fn main() -> anyhow::Result<()> {
             rx,
             ev_tx.clone(),
             Arc::clone(&status),
+            renewed.clone(),
         ));
         dps.push(tx);
         statuses.push(status);

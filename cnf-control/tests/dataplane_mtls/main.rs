@@ -112,6 +112,7 @@ fn files(dir: &Path, ca: &str, leaf: &str) -> DataplaneTlsFile {
         ca_file: dir.join(format!("{ca}.crt")),
         cert_file: dir.join(format!("{leaf}-leaf.crt")),
         key_file: dir.join(format!("{leaf}-leaf.key")),
+        recheck_secs: 30,
     }
 }
 
@@ -134,6 +135,19 @@ fn install_dataplane_files(dir: &Path, from: &str) {
     }
 }
 
+/// The control `run`'s files (copies, as for the dataplane): the CA `ca` it trusts, the
+/// certificate and key of `leaf`.
+fn install_control_files(dir: &Path, run: &str, ca: &str, leaf: &str) {
+    for (src, dst) in [
+        (format!("{leaf}-leaf.crt"), format!("{run}-ctl.crt")),
+        (format!("{leaf}-leaf.key"), format!("{run}-ctl.key")),
+        (format!("{ca}.crt"), format!("{run}-ctl-ca.crt")),
+    ] {
+        std::fs::copy(dir.join(src), dir.join(format!("{dst}.new"))).unwrap();
+        std::fs::rename(dir.join(format!("{dst}.new")), dir.join(dst)).unwrap();
+    }
+}
+
 /// The control's view of dataplane 0 (`/v1/dataplanes`).
 fn dataplane_status(api: std::net::SocketAddr) -> Option<serde_json::Value> {
     let (_, b) = http_get(api, "/v1/dataplanes").ok()?;
@@ -150,8 +164,10 @@ async fn answers(target: &Target) -> Result<(), String> {
         .map_err(|s| format!("{}: {}", s.code(), s.message()))
 }
 
-/// A control configuration dialling `url` with `tls` (ca, leaf) of `dir`.
+/// A control configuration dialling `url` with `tls` (ca, leaf) of `dir`, copied for it, and
+/// read again every second.
 fn control_config(dir: &Path, run: &str, url: &str, tls: (&str, &str), api: &str) -> PathBuf {
+    install_control_files(dir, run, tls.0, tls.1);
     let d = dir.display();
     let path = dir.join(format!("{run}.yaml"));
     std::fs::write(dir.join("cap"), "1000\n").unwrap();
@@ -159,7 +175,7 @@ fn control_config(dir: &Path, run: &str, url: &str, tls: (&str, &str), api: &str
         &path,
         format!(
             r#"dataplanes: ["{url}"]
-dataplaneTls: {{caFile: {d}/{ca}.crt, certFile: {d}/{leaf}-leaf.crt, keyFile: {d}/{leaf}-leaf.key}}
+dataplaneTls: {{caFile: {d}/{run}-ctl-ca.crt, certFile: {d}/{run}-ctl.crt, keyFile: {d}/{run}-ctl.key, recheckSecs: 1}}
 pools:
   - {{name: p0, cidr: 100.64.0.0/24, gateway: 100.64.0.1, leaseSecs: 600, dns: [192.0.2.53]}}
 plans: [{{name: gold, id: 10, rateBps: 100000000}}]
@@ -170,8 +186,6 @@ store: {d}/{run}.redb
 apiListen: "{api}"
 walledGarden: {{portalUrl: "http://portal.kbng.test/login", allowed: []}}
 "#,
-            ca = tls.0,
-            leaf = tls.1,
         ),
     )
     .unwrap();
@@ -330,6 +344,7 @@ async fn control_and_dataplane_speak_mutual_tls() {
         }
         if connected {
             renewal_keeps_the_connection_and_changes_who_gets_in(&dir, &url, api, metrics).await;
+            the_controls_renewal_reopens_its_connection(&dir, run, api).await;
         } else {
             // Still out after more attempts (one a second), never reconciled. TLS 1.3: the
             // client learns of the refusal at its first request (the dataplane's UnknownCA
@@ -455,6 +470,60 @@ async fn renewal_keeps_the_connection_and_changes_who_gets_in(
     assert_eq!(
         after["reconnects"], before["reconnects"],
         "{before} -> {after}"
+    );
+}
+
+/// The control's own renewal (its Secret updated after the dataplane's above, which left its
+/// connection open on the old certificate): the control reconnects with the new
+/// certificate, which the dataplane now requires, and then stays connected (this test swaps
+/// the three files one by one, so a check may see them half-renewed and reconnect twice; a
+/// kubelet swaps a Secret's files at once). A half-written one before it (a file that does not
+/// parse) leaves the connection alone.
+async fn the_controls_renewal_reopens_its_connection(
+    dir: &Path,
+    run: &str,
+    api: std::net::SocketAddr,
+) {
+    let reconnects = |v: &serde_json::Value| v["reconnects"].as_u64().unwrap();
+    let before = dataplane_status(api).unwrap();
+    std::fs::write(
+        dir.join(format!("{run}-ctl.crt")),
+        "-----BEGIN CERTIFICATE-----\ntruncated",
+    )
+    .unwrap();
+    // Three of the control's checks (one a second).
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let broken = dataplane_status(api).unwrap();
+    assert_eq!(broken["connected"], true, "{broken}");
+    assert_eq!(
+        reconnects(&broken),
+        reconnects(&before),
+        "{before} -> {broken}"
+    );
+    install_control_files(dir, run, "renewed", "renewed");
+    let after = wait_for(
+        "the control reconnects with its renewed certificate",
+        30,
+        || {
+            dataplane_status(api)
+                .filter(|v| v["connected"] == true && reconnects(v) > reconnects(&before))
+        },
+    );
+    assert!(after["lastError"].is_null(), "{after}");
+    // Settled: at most the two reconnects a half-renewed check can cause, then none.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let settled = dataplane_status(api).unwrap();
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let later = dataplane_status(api).unwrap();
+    assert!(
+        reconnects(&settled) <= reconnects(&before) + 2,
+        "{before} -> {settled}"
+    );
+    assert_eq!(later["connected"], true, "{later}");
+    assert_eq!(
+        reconnects(&later),
+        reconnects(&settled),
+        "still reconnecting: {settled} -> {later}"
     );
 }
 
