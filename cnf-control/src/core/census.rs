@@ -5,8 +5,7 @@
 //! engine now adjusts these counts at each of its four changes to its session map (create,
 //! restore, step, drop), so a gauge update reads a handful of entries.
 
-use std::collections::HashMap;
-
+use super::FastMap;
 use super::session::State;
 
 /// (state name, plan id) of a session: the plan being offered or granted, 0 when none yet.
@@ -21,7 +20,7 @@ pub fn key(s: &State) -> (&'static str, u32) {
 /// Sessions per (state name, plan id); pairs that drop to zero are removed.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Census {
-    counts: HashMap<(&'static str, u32), u64>,
+    counts: FastMap<(&'static str, u32), u64>,
 }
 
 impl Census {
