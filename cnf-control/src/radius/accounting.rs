@@ -132,6 +132,17 @@ pub struct AcctSession {
     pub class: Vec<Vec<u8>>,
     /// The Access-Accept's Idle-Timeout; 0 = none.
     pub idle_secs: u32,
+    /// With an Idle-Timeout: the last sighting of upstream traffic, kept so that a control
+    /// restart does not start the idle count afresh.
+    pub idle_seen: Option<IdleSeen>,
+}
+
+/// The upstream packets (in the totals) a session had when its traffic was last seen to move,
+/// and when that was (Unix seconds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdleSeen {
+    pub packets: u64,
+    pub at_unix_secs: u64,
 }
 
 impl AcctSession {
@@ -330,6 +341,7 @@ pub(crate) mod tests {
             }),
             class: vec![b"billing-1".to_vec(), vec![0, 0xff]],
             idle_secs: 0,
+            idle_seen: None,
         }
     }
 

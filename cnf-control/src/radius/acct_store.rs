@@ -21,7 +21,7 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use tokio::sync::mpsc;
 
 use super::RadiusEvent;
-use super::accounting::{AcctSession, Counts, Reading};
+use super::accounting::{AcctSession, Counts, IdleSeen, Reading};
 use crate::core::SessionId;
 
 const ROWS: TableDefinition<u64, &[u8]> = TableDefinition::new("accounting");
@@ -65,6 +65,8 @@ pub struct Kept {
     pub class: Vec<Vec<u8>>,
     /// The Access-Accept's Idle-Timeout; 0 = none.
     pub idle_secs: u32,
+    /// The last sighting of upstream traffic, with an Idle-Timeout only.
+    pub idle_seen: Option<IdleSeen>,
 }
 
 impl Kept {
@@ -76,6 +78,7 @@ impl Kept {
             raw: s.raw,
             class: s.class.clone(),
             idle_secs: s.idle_secs,
+            idle_seen: s.idle_seen.filter(|_| s.idle_secs > 0),
         }
     }
 }
@@ -107,6 +110,10 @@ fn encode(k: &Kept, out: &mut Vec<u8>) {
     }
     if k.idle_secs > 0 {
         out.extend_from_slice(&k.idle_secs.to_le_bytes());
+        if let Some(seen) = k.idle_seen {
+            out.extend_from_slice(&seen.packets.to_le_bytes());
+            out.extend_from_slice(&seen.at_unix_secs.to_le_bytes());
+        }
     }
 }
 
@@ -138,12 +145,22 @@ fn decode(b: &[u8]) -> Option<Kept> {
         class.push(c.to_vec());
         rest = tail;
     }
-    let idle_secs = match rest {
-        [] => 0,
-        // Zero is never written: a session without one has no tail.
-        &[a, b, c, d] => std::num::NonZeroU32::new(u32::from_le_bytes([a, b, c, d]))?.get(),
+    // The tail: nothing, an Idle-Timeout, or one and its last sighting. Zero is never
+    // written: a session without an Idle-Timeout has no tail.
+    let (idle, seen) = match rest.len() {
+        0 => (None, None),
+        4 => (Some(rest), None),
+        20 => (Some(&rest[..4]), Some(&rest[4..])),
         _ => return None,
     };
+    let idle_secs = match idle {
+        None => 0,
+        Some(b) => std::num::NonZeroU32::new(u32::from_le_bytes(b.try_into().ok()?))?.get(),
+    };
+    let idle_seen = seen.map(|b| IdleSeen {
+        packets: u64::from_le_bytes(b[..8].try_into().expect("8 bytes")),
+        at_unix_secs: u64::from_le_bytes(b[8..].try_into().expect("8 bytes")),
+    });
     Some(Kept {
         bound_at_ns: u(1),
         interim_secs: u32::from_le_bytes(b[9..13].try_into().expect("4 bytes")),
@@ -151,6 +168,7 @@ fn decode(b: &[u8]) -> Option<Kept> {
         raw,
         class,
         idle_secs,
+        idle_seen,
     })
 }
 
@@ -242,6 +260,7 @@ impl AcctStore {
                         s.raw = k.raw;
                         s.class = k.class;
                         s.idle_secs = k.idle_secs;
+                        s.idle_seen = k.idle_seen;
                         given += 1;
                     }
                     (None, _) => {
@@ -384,13 +403,17 @@ mod tests {
                 vec![]
             },
             idle_secs: if raw { 600 } else { 0 },
+            idle_seen: raw.then_some(IdleSeen {
+                packets: u64::MAX - 2,
+                at_unix_secs: 1_780_000_000,
+            }),
         }
     }
 
     #[test]
     fn rows_round_trip_and_others_are_refused() {
         for (k, len) in [
-            (kept(1, true), FIXED_LEN + 2 + 10 + 254 + 4),
+            (kept(1, true), FIXED_LEN + 2 + 10 + 254 + 4 + 16),
             (kept(u64::MAX, false), FIXED_LEN + 2),
         ] {
             let mut v = Vec::new();
@@ -415,6 +438,14 @@ mod tests {
                     None,
                     "an Idle-Timeout of zero is never written"
                 );
+            }
+            if k.idle_seen.is_some() {
+                let older = decode(&v[..len - 16]).expect("a row without a sighting decodes");
+                assert_eq!(older.idle_seen, None, "as an older build wrote it");
+                assert_eq!(older.idle_secs, k.idle_secs);
+                other = v.clone();
+                other[len - 20..len - 16].copy_from_slice(&[0; 4]);
+                assert_eq!(decode(&other), None, "a sighting without an Idle-Timeout");
             }
             other = v.clone();
             other[FIXED_LEN] += 1;

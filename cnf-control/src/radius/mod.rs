@@ -230,6 +230,7 @@ fn acct_session(cfg: &RadiusConfig, s: &Session) -> Option<AcctSession> {
         raw: None,
         class: Vec::new(),
         idle_secs: 0,
+        idle_seen: None,
     })
 }
 

@@ -16,7 +16,7 @@ use kbng_wire::radius::code;
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
 
-use super::accounting::{self, AcctSession, Reading, Status};
+use super::accounting::{self, AcctSession, IdleSeen, Reading, Status};
 use super::acct_store::{self, Kept};
 use super::client::{Client, Done};
 use super::config::RadiusConfig;
@@ -25,7 +25,7 @@ use super::nas::{self, OffOutcome};
 use super::{RadiusCmd, RadiusEvent, Req, Tally, auth, finals};
 use crate::core::SessionId;
 use crate::core::aaa::AuthOutcome;
-use crate::core::session::EndReason;
+use crate::core::session::{EndReason, NS_PER_SEC};
 
 /// How long a Stop waits for its final counters before it goes with the last interim's. The
 /// dataplane adapter reads them ahead of a removal it sends within milliseconds; only a
@@ -108,9 +108,19 @@ impl Task {
         let mut due = BTreeSet::new();
         let mut sessions = HashMap::new();
         let mut idle = IdleWatch::default();
+        let now_secs = crate::service::now_ns() / NS_PER_SEC;
         for s in restored {
             due.extend(next_interim(s.interim_secs, now).map(|t| (t, s.subject.id)));
-            idle.watch(s.subject.id, s.idle_secs, s.totals().in_packets, now);
+            // Idle since the kept sighting (time the control was down included); without
+            // one (kept by an older build), from now.
+            let (packets, since) = match s.idle_seen {
+                Some(seen) => {
+                    let ago = Duration::from_secs(now_secs.saturating_sub(seen.at_unix_secs));
+                    (seen.packets, now.checked_sub(ago).unwrap_or(now))
+                }
+                None => (s.totals().in_packets, now),
+            };
+            idle.watch_since(s.subject.id, s.idle_secs, packets, since, now);
             sessions.insert(s.subject.id, s);
         }
         Task {
@@ -244,6 +254,9 @@ impl Task {
                 }
                 let r = accounting::request(&self.cfg, &s, Status::Start, crate::service::now_ns());
                 let id = s.subject.id;
+                if s.idle_secs > 0 {
+                    s.idle_seen = Some(sighting(s.totals().in_packets));
+                }
                 // What the Access-Accept set is this session's alone: kept, so that its
                 // interims go on at that interval, with its Class, after a restart. Other
                 // sessions write nothing until their first interim.
@@ -296,6 +309,7 @@ impl Task {
                     return vec![];
                 };
                 s.idle_secs = secs;
+                s.idle_seen = Some(sighting(s.totals().in_packets));
                 // Counted from now: a CoA does not end a session for idleness before it.
                 self.idle.forget(id);
                 self.idle
@@ -430,9 +444,17 @@ impl Task {
             if read.is_none() {
                 self.tally.add("RADIUS idle check without counters");
             }
-            if self.idle.read(id, read, now) == Verdict::Idle {
+            let (verdict, sighted) = self.idle.read(id, read, now);
+            if verdict == Verdict::Idle {
                 self.tally.add("RADIUS sessions ended idle");
                 self.went_idle.push(id);
+            } else if let (true, Some(packets)) = (sighted, read) {
+                // Kept with the reading that saw it, so that after a restart the first
+                // reading compares with the same totals.
+                s.idle_seen = Some(sighting(packets));
+                if let Some(w) = &self.kept {
+                    w.send(acct_store::Op::Put(id, Kept::of(s)));
+                }
             }
         }
     }
@@ -452,7 +474,10 @@ impl Task {
             match f.counts.get(&id) {
                 Some(r) => {
                     s.read(*r);
-                    self.idle.note(id, Some(s.totals().in_packets), now);
+                    let packets = s.totals().in_packets;
+                    if self.idle.note(id, Some(packets), now) {
+                        s.idle_seen = Some(sighting(packets));
+                    }
                     if let Some(w) = &self.kept {
                         w.send(acct_store::Op::Put(id, Kept::of(s)));
                     }
@@ -572,6 +597,14 @@ impl Task {
     }
 }
 
+/// A sighting of a session's upstream traffic at `packets`, now.
+fn sighting(packets: u64) -> IdleSeen {
+    IdleSeen {
+        packets,
+        at_unix_secs: crate::service::now_ns() / NS_PER_SEC,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -637,6 +670,7 @@ mod tests {
             raw: None,
             class: vec![],
             idle_secs: 0,
+            idle_seen: None,
         };
         link.tx.send(RadiusCmd::Start(s)).unwrap();
         let next = async |h: &mut mpsc::UnboundedReceiver<u32>| {
