@@ -309,7 +309,8 @@ impl Task {
                     return vec![];
                 };
                 s.idle_secs = secs;
-                s.idle_seen = Some(sighting(s.totals().in_packets));
+                // As at Start: a sighting only for a session watched (0: no Idle-Timeout).
+                s.idle_seen = (secs > 0).then(|| sighting(s.totals().in_packets));
                 // Counted from now: a CoA does not end a session for idleness before it.
                 self.idle.forget(id);
                 self.idle
@@ -436,7 +437,8 @@ impl Task {
             let Some(s) = self.sessions.get_mut(&id) else {
                 continue;
             };
-            // Not kept: a reading changes no total, only where the next one starts from.
+            // Kept only when it sighted traffic (below): otherwise it changes no total, only
+            // where the next reading starts from.
             let read = f.counts.get(&id).map(|r| {
                 s.read(*r);
                 s.totals().in_packets
