@@ -108,16 +108,13 @@ impl Task {
         let mut due = BTreeSet::new();
         let mut sessions = HashMap::new();
         let mut idle = IdleWatch::default();
-        let now_secs = crate::service::now_ns() / NS_PER_SEC;
+        let now_ns = crate::service::now_ns();
         for s in restored {
             due.extend(next_interim(s.interim_secs, now).map(|t| (t, s.subject.id)));
             // Idle since the kept sighting (time the control was down included); without
             // one (kept by an older build), from now.
             let (packets, since) = match s.idle_seen {
-                Some(seen) => {
-                    let ago = Duration::from_secs(now_secs.saturating_sub(seen.at_unix_secs));
-                    (seen.packets, now.checked_sub(ago).unwrap_or(now))
-                }
+                Some(seen) => (seen.packets, seen_at(seen, now_ns, now)),
                 None => (s.totals().in_packets, now),
             };
             idle.watch_since(s.subject.id, s.idle_secs, packets, since, now);
@@ -599,12 +596,20 @@ impl Task {
     }
 }
 
-/// A sighting of a session's upstream traffic at `packets`, now.
+/// A sighting of a session's upstream traffic at `packets`, now. The second is rounded up,
+/// so that a restore never counts idleness the session did not have (it would end early).
 fn sighting(packets: u64) -> IdleSeen {
     IdleSeen {
         packets,
-        at_unix_secs: crate::service::now_ns() / NS_PER_SEC,
+        at_unix_secs: crate::service::now_ns().div_ceil(NS_PER_SEC),
     }
+}
+
+/// The instant of a kept sighting, for a restore at `now` (`now_ns` on the wall clock):
+/// measured to the nanosecond from its second, so that it is never earlier than the sighting.
+fn seen_at(seen: IdleSeen, now_ns: u64, now: Instant) -> Instant {
+    let ago = now_ns.saturating_sub(seen.at_unix_secs.saturating_mul(NS_PER_SEC));
+    now.checked_sub(Duration::from_nanos(ago)).unwrap_or(now)
 }
 
 #[cfg(test)]
@@ -715,5 +720,23 @@ mod tests {
         assert_eq!(next(&mut heard).await, value::ACCT_STOP);
         assert_eq!(next(&mut heard).await, value::ACCT_OFF);
         assert_eq!(rx.await.unwrap(), OffOutcome::Sent { answered: true });
+    }
+
+    #[test]
+    fn a_kept_sighting_is_never_dated_before_it_happened() {
+        let now = Instant::now();
+        let sec = |n: u64| n * NS_PER_SEC;
+        // Seen at 100.9 s (kept as 101), restored at 108.0 s: idle 7.1 s, counted as 7.
+        let seen = IdleSeen {
+            packets: 5,
+            at_unix_secs: (sec(100) + 900_000_000).div_ceil(NS_PER_SEC),
+        };
+        assert_eq!(seen.at_unix_secs, 101);
+        assert_eq!(seen_at(seen, sec(108), now), now - Duration::from_secs(7));
+        // Restored at 108.6 s: 7.6 s counted, not 8.
+        let at = seen_at(seen, sec(108) + 600_000_000, now);
+        assert_eq!(now - at, Duration::from_millis(7600));
+        // A wall clock stepped back before the sighting: idle from the restore.
+        assert_eq!(seen_at(seen, sec(90), now), now);
     }
 }
