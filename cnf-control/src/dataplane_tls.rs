@@ -51,9 +51,7 @@ impl DataplaneTlsFile {
         let ca = read("caFile", &self.ca_file)?;
         let cert = read("certFile", &self.cert_file)?;
         let key = read("keyFile", &self.key_file)?;
-        Ok(ClientTlsConfig::new()
-            .ca_certificate(Certificate::from_pem(ca))
-            .identity(Identity::from_pem(cert, key)))
+        Ok(client_config(ca, cert, key))
     }
 
     /// Checked at start (and by `--check-config`): the files read and parsed, so a bad one
@@ -66,13 +64,25 @@ impl DataplaneTlsFile {
             ));
             return false;
         }
-        let parsed = self.client_config().and_then(|tls| {
-            Endpoint::from_static("https://dataplane.invalid")
-                .tls_config(tls)
-                .map_err(|e| format!("dataplaneTls: {}", crate::dataplane::error_chain(&e)))
-        });
-        parsed.map_err(|e| problems.push(e)).is_ok()
+        self.client_config()
+            .and_then(parse)
+            .map_err(|e| problems.push(e))
+            .is_ok()
     }
+}
+
+fn client_config(ca: Vec<u8>, cert: Vec<u8>, key: Vec<u8>) -> ClientTlsConfig {
+    ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(ca))
+        .identity(Identity::from_pem(cert, key))
+}
+
+/// Whether the settings parse, as a connection would parse them.
+fn parse(tls: ClientTlsConfig) -> Result<(), String> {
+    Endpoint::from_static("https://dataplane.invalid")
+        .tls_config(tls)
+        .map(drop)
+        .map_err(|e| format!("dataplaneTls: {}", crate::dataplane::error_chain(&e)))
 }
 
 /// The earliest notAfter (Unix seconds) of the certificates in a PEM file; none when the file
@@ -84,15 +94,39 @@ pub fn earliest_not_after(pem: &[u8]) -> Option<i64> {
     kbng_wire::x509::earliest_not_after(certs.iter().map(|c| c.as_ref()))
 }
 
-/// What the files hold now, for telling a renewal: a hash of the three files' contents, or
-/// none while one cannot be read or they do not parse (a renewal half-written, or broken).
-pub fn fingerprint(files: &DataplaneTlsFile) -> Option<u64> {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    for p in [&files.ca_file, &files.cert_file, &files.key_file] {
-        std::fs::read(p).ok()?.hash(&mut h);
+/// One reading of the three files: each one's contents, none where it could not be read.
+struct Reading {
+    ca: Option<Vec<u8>>,
+    cert: Option<Vec<u8>>,
+    key: Option<Vec<u8>>,
+}
+
+impl Reading {
+    fn take(files: &DataplaneTlsFile) -> Reading {
+        let read = |p: &PathBuf| std::fs::read(p).ok();
+        Reading {
+            ca: read(&files.ca_file),
+            cert: read(&files.cert_file),
+            key: read(&files.key_file),
+        }
     }
-    files.validate(&mut Vec::new()).then(|| h.finish())
+
+    /// What the files hold, for telling a renewal: a hash of the contents, or none while one
+    /// cannot be read or they do not parse (a renewal half-written, or broken). Hashed and
+    /// parsed from the same bytes, so a file rewritten meanwhile cannot pass for parsed.
+    fn fingerprint(&self) -> Option<u64> {
+        use std::hash::{Hash, Hasher};
+        let (ca, cert, key) = (self.ca.as_ref()?, self.cert.as_ref()?, self.key.as_ref()?);
+        parse(client_config(ca.clone(), cert.clone(), key.clone())).ok()?;
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (ca, cert, key).hash(&mut h);
+        Some(h.finish())
+    }
+}
+
+/// The files' [`Reading::fingerprint`] now.
+pub fn fingerprint(files: &DataplaneTlsFile) -> Option<u64> {
+    Reading::take(files).fingerprint()
 }
 
 /// Reads `files` every `recheckSecs`: exports when the client chain and the CAs expire, and
@@ -105,12 +139,15 @@ pub async fn watch_files(files: DataplaneTlsFile, renewed: watch::Sender<Option<
     let mut unreadable: Vec<&'static str> = Vec::new();
     loop {
         tick.tick().await;
-        for (file, path) in [("cert", &files.cert_file), ("ca", &files.ca_file)] {
-            let at = tokio::fs::read(path)
-                .await
-                .ok()
-                .and_then(|pem| earliest_not_after(&pem));
-            match at {
+        let f = files.clone();
+        let Ok(reading) = tokio::task::spawn_blocking(move || Reading::take(&f)).await else {
+            continue;
+        };
+        for (file, path, pem) in [
+            ("cert", &files.cert_file, &reading.cert),
+            ("ca", &files.ca_file, &reading.ca),
+        ] {
+            match pem.as_deref().and_then(earliest_not_after) {
                 Some(at) => {
                     unreadable.retain(|f| *f != file);
                     crate::health_metrics::dataplane_tls_expiry(file, at);
@@ -126,11 +163,7 @@ pub async fn watch_files(files: DataplaneTlsFile, renewed: watch::Sender<Option<
                 None => {}
             }
         }
-        let files = files.clone();
-        let now = tokio::task::spawn_blocking(move || fingerprint(&files))
-            .await
-            .ok()
-            .flatten();
+        let now = reading.fingerprint();
         if now.is_some() {
             renewed.send_if_modified(|seen| {
                 let changed = *seen != now;
