@@ -365,16 +365,17 @@ ip15=$(addr_of c15)
 asid15=$(printf '%016x' "$(session_of "$ip15" id)")
 fetched15=0
 for _ in $(seq 16); do
+    sent15=$(date +%s) # no later than the fetch's packets: its Stop is due 4 s or more after
     inns c15 curl -s -m 1 -o /dev/null http://192.0.2.1:8080/ && fetched15=$((fetched15 + 1))
     sleep 0.5
 done
 state15=$(session_of "$ip15" state)
 c15_gone() { [[ $(session_of "$ip15" id) == None ]]; }
 if ((fetched15 >= 14)) && [[ $state15 == active ]] &&
-    wait_for 12 detail_has "$asid15" Stop "r.get('Acct-Terminate-Cause') == 'Idle-Timeout' and 12 <= int(r.get('Acct-Session-Time', -1)) <= 20" &&
+    wait_for 12 detail_has "$asid15" Stop "r.get('Acct-Terminate-Cause') == 'Idle-Timeout' and int(r.get('Timestamp', 0)) >= $sent15 + 4 and int(r.get('Acct-Session-Time', -1)) <= 20" &&
     wait_for 5 c15_gone && audit_clean >/dev/null; then
     ok "c15 (Idle-Timeout 4 s) stays while it sends ($fetched15 fetches over 8 s) and ends once it stops (Stop with Idle-Timeout)"; else
-    bad "c15's Idle-Timeout" "fetched=$fetched15 state after=$state15 $(detail | py "[r for r in d if r.get('Acct-Session-Id') == '$asid15']" | tail -c 600)"; fi
+    bad "c15's Idle-Timeout" "fetched=$fetched15 last fetch at $sent15 state after=$state15 $(detail | py "[r for r in d if r.get('Acct-Session-Id') == '$asid15']" | tail -c 600)"; fi
 
 # ---- c15's client still holds its 600 s lease; IPoE cannot tell it the session ended. Its
 # renewal (udhcpc's SIGUSR1: a unicast REQUEST with ciaddr, RFC 2131 RENEWING) finds no
