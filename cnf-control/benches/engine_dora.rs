@@ -93,6 +93,8 @@ fn engine(clients: u32) -> anyhow::Result<Engine> {
                 circuit_id: None,
                 remote_id: None,
                 plan: None,
+                ipv4: None,
+                pool: None,
             })
             .map_err(|e| anyhow::anyhow!(e))?;
     }

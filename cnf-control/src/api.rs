@@ -327,7 +327,7 @@ async fn import(
     } else {
         body
     };
-    let unknown = unknown_plans(&s, &body, json);
+    let unknown = unknown_references(&s, &body, json);
     if !unknown.is_empty() {
         return Err((StatusCode::BAD_REQUEST, Json(json!({ "errors": unknown }))));
     }
@@ -343,33 +343,16 @@ async fn import(
     }
 }
 
-/// Rows naming a plan the control does not serve (the store would accept them and admit
-/// those subscribers on no plan at all). Syntax errors are left to the store's own checks.
-fn unknown_plans(s: &ApiState, body: &str, json: bool) -> Vec<String> {
-    let known = |p: &str| s.cfg.plans.iter().any(|k| k.name == p);
-    let mut out = Vec::new();
-    if json {
-        if let Ok(recs) = serde_json::from_str::<Vec<crate::core::aaa::SubscriberRecord>>(body) {
-            for (i, r) in recs.iter().enumerate() {
-                if let Some(p) = r.plan.as_deref().filter(|p| !known(p)) {
-                    out.push(format!("row {}: unknown plan {p:?}", i + 1));
-                }
-            }
-        }
+/// Rows naming a plan or a pool the control does not serve, or asking for an address in none
+/// of its pools (the store would accept them and admit those subscribers on no plan, or in
+/// the walled garden on every attempt). Syntax errors are left to the store's own checks.
+fn unknown_references(s: &ApiState, body: &str, json: bool) -> Vec<String> {
+    let recs = if json {
+        crate::core::aaa::parse_json(body).unwrap_or_default()
     } else {
-        for (i, line) in body.lines().enumerate() {
-            let f: Vec<&str> = line.split(',').map(str::trim).collect();
-            if let [mac, _, _, plan] = f[..]
-                && !plan.is_empty()
-                && !(i == 0 && mac.starts_with("mac"))
-                && !line.trim_start().starts_with('#')
-                && !known(plan)
-            {
-                out.push(format!("row {}: unknown plan {plan:?}", i + 1));
-            }
-        }
-    }
-    out
+        crate::core::aaa::parse_csv(body).0
+    };
+    crate::core::aaa::unresolved(&recs, &s.cfg.engine)
 }
 
 async fn remove_subscriber(State(s): State<ApiState>, Path(mac): Path<String>) -> ApiResult {

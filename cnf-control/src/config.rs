@@ -197,7 +197,7 @@ pub struct ConfigFile {
     pub unknown_subscribers: UnknownPolicy,
     #[serde(default)]
     pub option82_identity: bool,
-    /// CSV (`mac,circuit_id,remote_id,plan`) or JSON (by extension).
+    /// CSV (`mac,circuit_id,remote_id,plan[,ipv4,pool]`) or JSON (by extension).
     #[serde(default)]
     pub subscribers_file: Option<PathBuf>,
     #[serde(default)]

@@ -97,7 +97,18 @@ async fn main() -> anyhow::Result<()> {
         .map_err(|errs| anyhow::anyhow!("pools: {errs:?}"))?;
     if let Some(p) = &cfg.subscribers_file {
         let text = std::fs::read_to_string(p).with_context(|| format!("{}", p.display()))?;
-        let r = if p.extension().is_some_and(|e| e == "json") {
+        let json = p.extension().is_some_and(|e| e == "json");
+        // Not refused at start, unlike through the API: the file may outlive a plan or pool an
+        // edit removed, and a control that would not start would strand every subscriber.
+        let recs = if json {
+            kbng_control::core::aaa::parse_json(&text).unwrap_or_default()
+        } else {
+            kbng_control::core::aaa::parse_csv(&text).0
+        };
+        for row in kbng_control::core::aaa::unresolved(&recs, &cfg.engine) {
+            tracing::warn!(file = %p.display(), "subscribers: {row}");
+        }
+        let r = if json {
             engine.subscribers.import_json(&text)
         } else {
             engine.subscribers.import_csv(&text)

@@ -12,7 +12,8 @@ use crate::client::{Client, ServerArgs, block_on, query_value};
 
 #[derive(Debug, Subcommand)]
 pub enum SubscribersCommand {
-    /// Import a CSV (`mac,circuit_id,remote_id,plan`) or JSON (array of records) file.
+    /// Import a CSV (`mac,circuit_id,remote_id,plan[,ipv4,pool]`) or JSON (array of records)
+    /// file.
     Import {
         file: PathBuf,
         /// csv or json; taken from the file's extension when omitted.
@@ -30,6 +31,12 @@ pub enum SubscribersCommand {
         /// Plan name; the default plan when omitted.
         #[arg(long)]
         plan: Option<String>,
+        /// Its fixed address (inside a pool; keep it in the pool's exclusions).
+        #[arg(long, conflicts_with = "pool")]
+        ipv4: Option<std::net::Ipv4Addr>,
+        /// The pool, by name, its address comes from.
+        #[arg(long)]
+        pool: Option<String>,
     },
     /// Remove the subscriber with this MAC.
     Remove { mac: String },
@@ -75,6 +82,8 @@ pub fn run(server: &ServerArgs, cmd: SubscribersCommand) -> anyhow::Result<ExitC
             circuit_id,
             remote_id,
             plan,
+            ipv4,
+            pool,
         } => {
             if mac.is_none() && circuit_id.is_none() && remote_id.is_none() {
                 bail!("subscribers add: give --mac, --circuit-id or --remote-id");
@@ -85,6 +94,8 @@ pub fn run(server: &ServerArgs, cmd: SubscribersCommand) -> anyhow::Result<ExitC
                 ("circuit_id", &circuit_id),
                 ("remote_id", &remote_id),
                 ("plan", &plan),
+                ("ipv4", &ipv4.map(|ip| ip.to_string())),
+                ("pool", &pool),
             ] {
                 if let Some(v) = v {
                     rec.insert(k.into(), v.clone().into());
@@ -101,8 +112,13 @@ pub fn run(server: &ServerArgs, cmd: SubscribersCommand) -> anyhow::Result<ExitC
                 .flatten()
                 .collect::<Vec<_>>()
                 .join(" ");
+            let address = match (ipv4, &pool) {
+                (Some(ip), _) => format!(" at {ip}"),
+                (None, Some(p)) => format!(" in pool {p}"),
+                (None, None) => String::new(),
+            };
             println!(
-                "added {who} on plan {}",
+                "added {who} on plan {}{address}",
                 plan.as_deref().unwrap_or("(default)")
             );
         }

@@ -258,6 +258,51 @@ fn subscribers_plans_sessions_and_a_valid_licence() {
     assert!(err.contains("unknown plan"), "{err}");
     let err = fails(&c, &["subscribers", "add", "--plan", "gold"]);
     assert!(err.contains("--mac"), "{err}");
+    // An address or a pool: one the control serves, named when not.
+    let add = |rest: &[&str]| {
+        let mut a = vec!["subscribers", "add", "--mac", "02:00:00:00:00:08"];
+        a.extend_from_slice(rest);
+        kbngctl(&c, &a)
+    };
+    let said = |o: &Output| String::from_utf8_lossy(&o.stdout).into_owned();
+    let o = add(&["--ipv4", "100.64.0.9"]);
+    assert!(o.status.success(), "{o:?}");
+    assert!(
+        said(&o).contains("on plan (default) at 100.64.0.9"),
+        "{o:?}"
+    );
+    let o = add(&["--pool", "p"]);
+    assert!(said(&o).contains("in pool p"), "{o:?}");
+    ok(&c, &["subscribers", "remove", "02:00:00:00:00:08"]);
+    for (rest, why) in [
+        (&["--pool", "q"][..], "row 1: unknown pool \"q\""),
+        (
+            &["--ipv4", "10.0.0.9"][..],
+            "row 1: ipv4 10.0.0.9 is in no pool",
+        ),
+        (
+            &["--ipv4", "100.64.0.9", "--pool", "p"][..],
+            "cannot be used with",
+        ),
+        (
+            &["--ipv4", "100.64.0.300"][..],
+            "invalid value '100.64.0.300' for '--ipv4",
+        ),
+    ] {
+        let o = add(rest);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(why), "{rest:?}: {o:?}");
+    }
+    let err = fails(&c, &["subscribers", "remove", "02:00:00:00:00:08"]);
+    assert!(err.contains("404"), "a refused add added it: {err}");
+    let csv6 = c.dir.path().join("subs6.csv");
+    std::fs::write(
+        &csv6,
+        "02:00:00:00:00:09,,,gold,100.64.0.10,\n,c-9,,,,nope\n",
+    )
+    .unwrap();
+    let err = fails(&c, &["subscribers", "import", csv6.to_str().unwrap()]);
+    assert!(err.contains("row 2: unknown pool \"nope\""), "{err}");
     for mac in [
         "02:00:00:00:00:01",
         "02:00:00:00:00:02",

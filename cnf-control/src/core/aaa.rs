@@ -1,5 +1,6 @@
 //! Local AAA: a subscriber store keyed by MAC and/or option 82 (circuit-id, remote-id), mapping
-//! to a plan name, with bulk import from CSV or JSON.
+//! to a plan name and, where a subscriber needs one, a fixed address or a pool (as RADIUS
+//! Framed-IP-Address and Framed-Pool do), with bulk import from CSV or JSON.
 //!
 //! Lookup order: an exact (circuit-id, remote-id) record, then circuit-id alone, then remote-id
 //! alone, then the MAC. Each is one hash lookup, so a store of millions answers in O(1).
@@ -33,6 +34,34 @@ pub struct SubscriberRecord {
     /// Plan name; `None` takes the default plan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<String>,
+    /// Its fixed address: inside a pool, usually in its `exclusions` (never leased otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipv4: Option<Ipv4Addr>,
+    /// The pool, by name, its address comes from (when not `ipv4`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
+}
+
+impl SubscriberRecord {
+    /// What is wrong with the record, if anything.
+    fn problem(&self) -> Option<&'static str> {
+        match (&self.mac, &self.circuit_id, &self.remote_id) {
+            (None, None, None) => Some("a record needs a MAC, a circuit-id or a remote-id"),
+            (Some(m), _, _) if parse_mac(m).is_none() => Some("bad MAC"),
+            _ if self.ipv4.is_some() && self.pool.is_some() => {
+                Some("an ipv4 and a pool: give one (the address decides the pool)")
+            }
+            _ => None,
+        }
+    }
+
+    fn address(&self) -> AddressChoice {
+        match (self.ipv4, &self.pool) {
+            (Some(ip), _) => AddressChoice::Fixed(ip),
+            (None, Some(pool)) => AddressChoice::Pool(pool.clone()),
+            (None, None) => AddressChoice::Any,
+        }
+    }
 }
 
 /// How a subscriber presents itself on a line.
@@ -46,20 +75,33 @@ pub struct Identity {
 /// Outcome of a local lookup.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Authorization {
-    /// Known; plan name (`None` = default plan).
-    Known(Option<String>),
+    /// Known: its plan name (`None` = the default plan) and the address its record asks for.
+    Known {
+        plan: Option<String>,
+        address: AddressChoice,
+    },
     Unknown,
 }
 
-/// Which address an external AAA asks a subscriber to have.
+impl Authorization {
+    fn of(r: &SubscriberRecord) -> Authorization {
+        Authorization::Known {
+            plan: r.plan.clone(),
+            address: r.address(),
+        }
+    }
+}
+
+/// Which address the AAA (a RADIUS reply, or a local record) asks a subscriber to have.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum AddressChoice {
     /// Any address of the pools.
     #[default]
     Any,
-    /// Exactly this one (RADIUS Framed-IP-Address): inside a pool, possibly in an exclusion.
+    /// Exactly this one (RADIUS Framed-IP-Address, a record's `ipv4`): inside a pool,
+    /// possibly in an exclusion.
     Fixed(Ipv4Addr),
-    /// One of the pool with this name (RADIUS Framed-Pool).
+    /// One of the pool with this name (RADIUS Framed-Pool, a record's `pool`).
     Pool(String),
 }
 
@@ -123,6 +165,9 @@ impl SubscriberStore {
 
     /// Add or replace one record.
     pub fn add(&mut self, rec: SubscriberRecord) -> Result<(), String> {
+        if let Some(p) = rec.problem() {
+            return Err(p.into());
+        }
         let cid = rec.circuit_id.as_ref().map(|s| s.as_bytes().to_vec());
         let rid = rec.remote_id.as_ref().map(|s| s.as_bytes().to_vec());
         match (&rec.mac, cid.is_some() || rid.is_some()) {
@@ -152,58 +197,27 @@ impl SubscriberStore {
             ];
             for k in keys {
                 if let Some(r) = self.by_opt82.get(&k) {
-                    return Authorization::Known(r.plan.clone());
+                    return Authorization::of(r);
                 }
             }
         }
         match self.by_mac.get(&id.mac) {
-            Some(r) => Authorization::Known(r.plan.clone()),
+            Some(r) => Authorization::of(r),
             None => Authorization::Unknown,
         }
     }
 
-    /// Import `mac,circuit_id,remote_id,plan` rows (a header row starting with `mac` is skipped;
-    /// empty fields are absent). Returns the rows added, or every row's error (nothing added).
+    /// Import `mac,circuit_id,remote_id,plan[,ipv4,pool]` rows (a header row starting with
+    /// `mac` is skipped; empty fields are absent). Returns the rows added, or every row's error
+    /// (nothing added).
     pub fn import_csv(&mut self, text: &str) -> Result<usize, Vec<AaaError>> {
-        let mut recs = Vec::new();
-        let mut errors = Vec::new();
-        for (i, line) in text.lines().enumerate() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') || (i == 0 && line.starts_with("mac")) {
-                continue;
-            }
-            let f: Vec<&str> = line.split(',').map(str::trim).collect();
-            if f.len() != 4 {
-                errors.push(AaaError::Row {
-                    row: i + 1,
-                    reason: format!("want 4 fields, got {}", f.len()),
-                });
-                continue;
-            }
-            let opt = |s: &str| (!s.is_empty()).then(|| s.to_string());
-            recs.push((
-                i + 1,
-                SubscriberRecord {
-                    mac: opt(f[0]),
-                    circuit_id: opt(f[1]),
-                    remote_id: opt(f[2]),
-                    plan: opt(f[3]),
-                },
-            ));
-        }
+        let (recs, errors) = parse_csv(text);
         self.add_all(recs, errors)
     }
 
     /// Import a JSON array of records.
     pub fn import_json(&mut self, text: &str) -> Result<usize, Vec<AaaError>> {
-        let recs: Vec<SubscriberRecord> =
-            serde_json::from_str(text).map_err(|e| vec![AaaError::Json(e.to_string())])?;
-        let recs = recs
-            .into_iter()
-            .enumerate()
-            .map(|(i, r)| (i + 1, r))
-            .collect();
-        self.add_all(recs, Vec::new())
+        self.add_all(parse_json(text)?, Vec::new())
     }
 
     fn add_all(
@@ -213,12 +227,7 @@ impl SubscriberStore {
     ) -> Result<usize, Vec<AaaError>> {
         // Validate everything first so a bad file adds nothing.
         for (row, r) in &recs {
-            let reason = match (&r.mac, &r.circuit_id, &r.remote_id) {
-                (None, None, None) => Some("a record needs a MAC, a circuit-id or a remote-id"),
-                (Some(m), _, _) if parse_mac(m).is_none() => Some("bad MAC"),
-                _ => None,
-            };
-            if let Some(reason) = reason {
+            if let Some(reason) = r.problem() {
                 errors.push(AaaError::Row {
                     row: *row,
                     reason: reason.into(),
@@ -241,9 +250,100 @@ impl SubscriberStore {
     }
 }
 
+/// The records of `mac,circuit_id,remote_id,plan[,ipv4,pool]` rows with their row numbers,
+/// and the errors of rows that do not parse (see [`SubscriberStore::import_csv`]).
+pub fn parse_csv(text: &str) -> (Vec<(usize, SubscriberRecord)>, Vec<AaaError>) {
+    let mut recs = Vec::new();
+    let mut errors = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') || (i == 0 && line.starts_with("mac")) {
+            continue;
+        }
+        let f: Vec<&str> = line.split(',').map(str::trim).collect();
+        if f.len() != 4 && f.len() != 6 {
+            errors.push(AaaError::Row {
+                row: i + 1,
+                reason: format!("want 4 or 6 fields, got {}", f.len()),
+            });
+            continue;
+        }
+        let opt = |s: &str| (!s.is_empty()).then(|| s.to_string());
+        let field = |n: usize| f.get(n).copied().and_then(opt);
+        let ipv4 = match field(4).map(|a| a.parse::<Ipv4Addr>()) {
+            Some(Err(_)) => {
+                errors.push(AaaError::Row {
+                    row: i + 1,
+                    reason: format!("bad ipv4 {:?}", f[4]),
+                });
+                continue;
+            }
+            ip => ip.and_then(Result::ok),
+        };
+        recs.push((
+            i + 1,
+            SubscriberRecord {
+                mac: field(0),
+                circuit_id: field(1),
+                remote_id: field(2),
+                plan: field(3),
+                ipv4,
+                pool: field(5),
+            },
+        ));
+    }
+    (recs, errors)
+}
+
+/// The rows of `recs` naming a plan or a pool `cfg` does not have, or asking for an address in
+/// none of its pools, each named.
+pub fn unresolved(
+    recs: &[(usize, SubscriberRecord)],
+    cfg: &super::engine::EngineConfig,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for (row, r) in recs {
+        if let Some(p) = r.plan.as_ref().filter(|p| !cfg.plans.contains_key(*p)) {
+            out.push(format!("row {row}: unknown plan {p:?}"));
+        }
+        if let Some(p) = r
+            .pool
+            .as_ref()
+            .filter(|p| !cfg.pools.iter().any(|k| k.name == **p))
+        {
+            out.push(format!("row {row}: unknown pool {p:?}"));
+        }
+        if let Some(ip) = r
+            .ipv4
+            .filter(|ip| !cfg.pools.iter().any(|k| k.contains(*ip)))
+        {
+            out.push(format!("row {row}: ipv4 {ip} is in no pool"));
+        }
+    }
+    out
+}
+
+/// The records of a JSON array with their row numbers (from 1).
+pub fn parse_json(text: &str) -> Result<Vec<(usize, SubscriberRecord)>, Vec<AaaError>> {
+    let recs: Vec<SubscriberRecord> =
+        serde_json::from_str(text).map_err(|e| vec![AaaError::Json(e.to_string())])?;
+    Ok(recs
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| (i + 1, r))
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn known(plan: Option<&str>, address: AddressChoice) -> Authorization {
+        Authorization::Known {
+            plan: plan.map(String::from),
+            address,
+        }
+    }
 
     fn id(mac: MacAddr, cid: Option<&str>) -> Identity {
         Identity {
@@ -263,11 +363,11 @@ mod tests {
         let m1 = [2, 0, 0, 0, 0, 1];
         assert_eq!(
             s.lookup(&id(m1, None), false),
-            Authorization::Known(Some("gold".into()))
+            known(Some("gold"), AddressChoice::Any)
         );
         assert_eq!(
             s.lookup(&id([9; 6], Some("eth0/1:100")), true),
-            Authorization::Known(Some("silver".into()))
+            known(Some("silver"), AddressChoice::Any)
         );
         assert_eq!(
             s.lookup(&id([9; 6], Some("eth0/1:100")), false),
@@ -275,7 +375,7 @@ mod tests {
         );
         assert_eq!(
             s.lookup(&id([2, 0, 0, 0, 0, 2], None), false),
-            Authorization::Known(None)
+            known(None, AddressChoice::Any)
         );
         assert!(s.remove_mac(&m1));
         assert_eq!(s.lookup(&id(m1, None), false), Authorization::Unknown);
@@ -289,6 +389,97 @@ mod tests {
             .unwrap_err();
         assert_eq!(errs.len(), 3, "{errs:?}");
         assert!(s.is_empty());
+    }
+
+    #[test]
+    fn a_record_may_ask_for_an_address_or_a_pool() {
+        let mut s = SubscriberStore::default();
+        let csv = "mac,circuit_id,remote_id,plan,ipv4,pool\n\
+                   02:00:00:00:00:01,,,gold,100.64.0.3,\n\
+                   ,eth0/2:7,,,,business\n\
+                   02:00:00:00:00:02,,,gold\n";
+        assert_eq!(s.import_csv(csv), Ok(3));
+        let fixed = AddressChoice::Fixed(Ipv4Addr::new(100, 64, 0, 3));
+        assert_eq!(
+            s.lookup(&id([2, 0, 0, 0, 0, 1], None), false),
+            known(Some("gold"), fixed)
+        );
+        assert_eq!(
+            s.lookup(&id([9; 6], Some("eth0/2:7")), true),
+            known(None, AddressChoice::Pool("business".into()))
+        );
+        assert_eq!(
+            s.lookup(&id([2, 0, 0, 0, 0, 2], None), false),
+            known(Some("gold"), AddressChoice::Any),
+            "4-field rows still import"
+        );
+        assert_eq!(
+            s.import_json(r#"[{"mac":"02:00:00:00:00:09","ipv4":"100.64.0.9"}]"#),
+            Ok(1)
+        );
+        assert_eq!(
+            s.lookup(&id([2, 0, 0, 0, 0, 9], None), false),
+            known(None, AddressChoice::Fixed(Ipv4Addr::new(100, 64, 0, 9)))
+        );
+    }
+
+    #[test]
+    fn a_bad_address_or_both_an_address_and_a_pool_are_refused_by_row() {
+        let mut s = SubscriberStore::default();
+        let errs = s
+            .import_csv(
+                "02:00:00:00:00:01,,,gold,100.64.0.300,\n\
+                 02:00:00:00:00:02,,,gold,100.64.0.2,p1\n\
+                 02:00:00:00:00:03,,,gold,100.64.0.4\n\
+                 02:00:00:00:00:04,,,gold,,p1\n",
+            )
+            .unwrap_err();
+        let rows: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+        assert_eq!(
+            rows,
+            [
+                "row 1: bad ipv4 \"100.64.0.300\"",
+                "row 2: an ipv4 and a pool: give one (the address decides the pool)",
+                "row 3: want 4 or 6 fields, got 5",
+            ]
+        );
+        assert!(s.is_empty(), "a file with a bad row adds nothing");
+        assert!(
+            s.import_json(r#"[{"mac":"02:00:00:00:00:09","ipv4":"nope"}]"#)
+                .is_err()
+        );
+        let both = SubscriberRecord {
+            mac: Some("02:00:00:00:00:09".into()),
+            circuit_id: None,
+            remote_id: None,
+            plan: None,
+            ipv4: Some(Ipv4Addr::new(100, 64, 0, 9)),
+            pool: Some("p1".into()),
+        };
+        assert!(s.add(both).is_err());
+        assert!(s.is_empty());
+    }
+
+    #[test]
+    fn rows_naming_what_the_control_lacks_are_named() {
+        let cfg =
+            crate::core::test_support::engine_config(super::super::engine::UnknownPolicy::Captive);
+        let (recs, errs) = parse_csv(
+            "02:00:00:00:00:01,,,gold,100.64.0.9,\n\
+             02:00:00:00:00:02,,,platinum,,\n\
+             02:00:00:00:00:03,,,,,nope\n\
+             02:00:00:00:00:04,,,,10.0.0.9,\n\
+             02:00:00:00:00:05,,,,,p\n",
+        );
+        assert!(errs.is_empty(), "{errs:?}");
+        assert_eq!(
+            unresolved(&recs, &cfg),
+            [
+                "row 2: unknown plan \"platinum\"",
+                "row 3: unknown pool \"nope\"",
+                "row 4: ipv4 10.0.0.9 is in no pool",
+            ]
+        );
     }
 
     #[test]

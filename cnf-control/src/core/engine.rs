@@ -10,7 +10,7 @@ use kbng_wire::DhcpMessageType;
 use kbng_wire::MacAddr as WireMac;
 use serde::{Deserialize, Serialize};
 
-use super::aaa::{AuthOutcome, Authorization, Identity, SubscriberStore};
+use super::aaa::{AddressChoice, AuthOutcome, Authorization, Identity, SubscriberStore};
 use super::census::Census;
 use super::dhcp::{self, Inbound, LeaseParams, RequestKind};
 use super::licence::{Admission, Admit, Cap};
@@ -741,8 +741,8 @@ impl Engine {
         let auth = self
             .subscribers
             .lookup(identity, self.cfg.option82_identity);
-        let plan = match auth {
-            Authorization::Known(plan) => plan,
+        let (plan, address) = match auth {
+            Authorization::Known { plan, address } => (plan, address),
             Authorization::Unknown => {
                 return match self.cfg.unknown {
                     UnknownPolicy::Captive => Some(Grant::Captive {
@@ -753,7 +753,28 @@ impl Engine {
                 };
             }
         };
-        self.grant_for(id, plan.as_deref())
+        self.grant_with_address(id, plan.as_deref(), &address, Asker::Record)
+    }
+
+    /// Admission of a subscriber the AAA knows, on the address it asks for: one that cannot
+    /// be given is handled as a Reject (counted apart); a REQUEST for another is NAKed.
+    fn grant_with_address(
+        &mut self,
+        id: SessionId,
+        plan: Option<&str>,
+        address: &AddressChoice,
+        asker: Asker,
+    ) -> Option<Grant> {
+        match self.take_asked_address(id, address, asker) {
+            Ok(()) => self.grant_for(id, plan),
+            Err(refusal) => {
+                self.count(refusal.counter(asker));
+                match refusal {
+                    AddressRefusal::Nak => None,
+                    _ => self.unauthorized_grant(),
+                }
+            }
+        }
     }
 
     /// Admission of a known subscriber with plan name `plan` (`None` = default).
@@ -803,17 +824,7 @@ impl Engine {
                 self.count("authorization accepted");
                 // Zero is "no limit" to some servers, as it is in a CoA.
                 self.end_after(id, session_timeout_secs.unwrap_or(0), now_ns);
-                match self.take_asked_address(id, &address) {
-                    Ok(()) => self.grant_for(id, plan.as_deref()),
-                    Err(AddressRefusal::Nak) => {
-                        self.count("NAK: not the address RADIUS assigns");
-                        None
-                    }
-                    Err(AddressRefusal::Unavailable(why)) => {
-                        self.count(why);
-                        self.unauthorized_grant()
-                    }
-                }
+                self.grant_with_address(id, plan.as_deref(), &address, Asker::Radius)
             }
             AuthOutcome::Reject | AuthOutcome::Unreachable => {
                 self.count(if result == AuthOutcome::Reject {
@@ -1353,7 +1364,7 @@ mod relay_glue;
 
 #[path = "engine_address.rs"]
 mod address;
-use address::AddressRefusal;
+use address::{AddressRefusal, Asker};
 
 #[cfg(test)]
 #[path = "engine_tests.rs"]

@@ -1,37 +1,68 @@
-//! The address an external AAA asks for (RADIUS Framed-IP-Address, Framed-Pool), given in
-//! place of the one reserved at DISCOVER. Authorization comes after the reservation because a
-//! DISCOVER is answered from the pools at once when AAA is local; swapping at the answer keeps
-//! one path for both.
+//! The address the AAA asks for (RADIUS Framed-IP-Address and Framed-Pool, or a local
+//! record's `ipv4` and `pool`), given in place of the one reserved at DISCOVER. Authorization
+//! comes after the reservation because a DISCOVER is answered from the pools at once when AAA
+//! is local; swapping at the answer keeps one path for both.
 
 use super::super::SessionId;
 use super::super::aaa::AddressChoice;
 use super::super::session::State;
 use super::Engine;
 
+/// Who asks for the address; the counters name its attribute or field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Asker {
+    Radius,
+    /// A local subscriber record.
+    Record,
+}
+
 /// Why the asked address cannot be given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum AddressRefusal {
     /// The subscriber's REQUEST names another address: NAK it, so it starts over.
     Nak,
-    /// No such address or pool free here (the counter's name says which).
-    Unavailable(&'static str),
+    /// The address is held by another session, or in no pool.
+    AddressUnavailable,
+    PoolUnknown,
+    PoolExhausted,
+}
+
+impl AddressRefusal {
+    /// The counter a refusal is counted under.
+    pub(super) fn counter(self, asker: Asker) -> &'static str {
+        use AddressRefusal::*;
+        match (asker, self) {
+            (Asker::Radius, Nak) => "NAK: not the address RADIUS assigns",
+            (Asker::Radius, AddressUnavailable) => "Framed-IP-Address unavailable",
+            (Asker::Radius, PoolUnknown) => "Framed-Pool unknown",
+            (Asker::Radius, PoolExhausted) => "Framed-Pool exhausted",
+            (Asker::Record, Nak) => "NAK: not the subscriber's ipv4",
+            (Asker::Record, AddressUnavailable) => "subscriber ipv4 unavailable",
+            (Asker::Record, PoolUnknown) => "subscriber pool unknown",
+            (Asker::Record, PoolExhausted) => "subscriber pool exhausted",
+        }
+    }
 }
 
 impl Engine {
-    /// Give session `id` the address its Access-Accept asks for, in place of the one reserved
-    /// at DISCOVER. A subscriber whose REQUEST names another address (INIT-REBOOT) is NAKed,
-    /// so that it starts over and is offered the right one. In relay mode the DHCP server
-    /// assigns addresses, so the ask is counted and not applied.
+    /// Give session `id` the address its Access-Accept or record asks for, in place of the
+    /// one reserved at DISCOVER. A subscriber whose REQUEST names another address
+    /// (INIT-REBOOT) is NAKed, so that it starts over and is offered the right one. In relay
+    /// mode the DHCP server assigns addresses, so the ask is counted and not applied.
     pub(super) fn take_asked_address(
         &mut self,
         id: SessionId,
         want: &AddressChoice,
+        asker: Asker,
     ) -> Result<(), AddressRefusal> {
         if *want == AddressChoice::Any {
             return Ok(());
         }
         if self.relay.is_some() {
-            self.count("relay: RADIUS address not applied");
+            self.count(match asker {
+                Asker::Radius => "relay: RADIUS address not applied",
+                Asker::Record => "relay: subscriber address not applied",
+            });
             return Ok(());
         }
         let Some(s) = self.sessions.get(&id) else {
@@ -53,13 +84,13 @@ impl Engine {
                 self.pools
                     .allocate_held(*ip)
                     .map(|_| *ip)
-                    .ok_or("Framed-IP-Address unavailable")
+                    .ok_or(AddressRefusal::AddressUnavailable)
             }
             AddressChoice::Pool(name) => {
                 let i = self
                     .pools
                     .by_name(name)
-                    .ok_or(AddressRefusal::Unavailable("Framed-Pool unknown"))?;
+                    .ok_or(AddressRefusal::PoolUnknown)?;
                 if self.pools.pool_of(reserved) == Some(i) {
                     return Ok(());
                 }
@@ -69,10 +100,10 @@ impl Engine {
                 let prefer = self.sticky.get(&s.key).copied();
                 self.pools
                     .allocate_in(i, prefer)
-                    .ok_or("Framed-Pool exhausted")
+                    .ok_or(AddressRefusal::PoolExhausted)
             }
         };
-        let ip = taken.map_err(AddressRefusal::Unavailable)?;
+        let ip = taken?;
         self.pools.release(reserved);
         if let Some(s) = self.sessions.get_mut(&id)
             && let State::Discovering { ip: held, .. } = &mut s.state

@@ -1,11 +1,12 @@
 //! Script tests of the address an Access-Accept asks for: Framed-IP-Address (in an exclusion
-//! or in the leasable range) and Framed-Pool, with what happens when it cannot be given.
+//! or in the leasable range) and Framed-Pool, with what happens when it cannot be given; and
+//! the same asked by a local subscriber record's `ipv4` and `pool`.
 
 use super::*;
 use crate::core::aaa::AddressChoice;
 use crate::core::dhcp::tests::client_frame;
 use crate::core::pool::PoolConfig;
-use crate::core::test_support::{S, cap, counter, engine_config, msg, pool, replies};
+use crate::core::test_support::{S, cap, counter, engine_config, mac, msg, pool, replies};
 
 const FIXED: Ipv4Addr = Ipv4Addr::new(100, 64, 0, 201);
 
@@ -220,4 +221,93 @@ fn a_session_on_a_fixed_address_is_restored() {
     let other = discover(&mut e2, 2);
     let ip = answer_and_bind(&mut e2, other, accept(AddressChoice::Fixed(FIXED)), 2);
     assert_ne!(ip, Some(FIXED));
+}
+
+/// Local AAA over the same pools: 02:..:01 and 02:..:02 both have FIXED, 02:..:03 pool q,
+/// 02:..:04 an unknown pool, 02:..:05 an address in no pool.
+fn local(unknown: UnknownPolicy) -> Engine {
+    let mut e = engine(unknown);
+    e.cfg.external_auth = false;
+    let csv = "02:00:00:00:00:01,,,silver,100.64.0.201,\n\
+               02:00:00:00:00:02,,,,100.64.0.201,\n\
+               02:00:00:00:00:03,,,,,q\n\
+               02:00:00:00:00:04,,,,,nope\n\
+               02:00:00:00:00:05,,,,10.0.0.9,\n";
+    assert_eq!(e.subscribers.import_csv(csv), Ok(5));
+    e
+}
+
+/// DISCOVER, then REQUEST what was offered: the offered address, or `None` when nothing was
+/// offered. Returns the session too.
+fn onboard(e: &mut Engine, m: u8) -> (Option<Ipv4Addr>, Option<SessionId>) {
+    let d = msg(DhcpMessageType::Discover, m, 1);
+    let Some(offer) = replies(&e.handle_dhcp(0, 0, &client_frame(&d, None), S)).pop() else {
+        return (None, None);
+    };
+    assert_eq!(offer.message_type, DhcpMessageType::Offer);
+    let mut req = msg(DhcpMessageType::Request, m, 2);
+    req.requested_ip = Some(offer.yiaddr);
+    req.server_id = offer.server_id;
+    let ack = replies(&e.handle_dhcp(0, 0, &client_frame(&req, None), 2 * S)).pop();
+    assert_eq!(ack.map(|a| a.message_type), Some(DhcpMessageType::Ack));
+    let id = e
+        .list(0, 100, |_| true)
+        .find(|s| s.mac == mac(m).0)
+        .map(|s| s.id);
+    (Some(offer.yiaddr), id)
+}
+
+#[test]
+fn a_local_record_gives_its_fixed_address_or_an_address_of_its_pool() {
+    let mut e = local(UnknownPolicy::Captive);
+    let (ip, id) = onboard(&mut e, 1);
+    assert_eq!(ip, Some(FIXED));
+    assert_eq!(grant(&e, id.unwrap()), Some(Grant::Active { plan_id: 11 }));
+    assert_eq!(fixed(&e), [1, 0]);
+    let (ip, _) = onboard(&mut e, 3);
+    assert_eq!(ip.map(|ip| ip.octets()[2]), Some(1), "pool q");
+    assert_eq!(usage(&e), [("p".into(), 0), ("q".into(), 1)]);
+
+    // 02:..:02's record asks for the address 02:..:01 holds: handled as a Reject.
+    let (ip, id) = onboard(&mut e, 2);
+    assert_ne!(ip, Some(FIXED));
+    assert_eq!(grant(&e, id.unwrap()).map(|g| g.captive()), Some(true));
+    assert_eq!(counter(&e, "subscriber ipv4 unavailable"), 1);
+    assert_eq!(counter(&e, "Framed-IP-Address unavailable"), 0);
+}
+
+#[test]
+fn a_local_record_whose_address_cannot_be_given_is_handled_as_a_reject() {
+    for (m, why) in [
+        (4, "subscriber pool unknown"),
+        (5, "subscriber ipv4 unavailable"),
+    ] {
+        let mut e = local(UnknownPolicy::Captive);
+        let (ip, id) = onboard(&mut e, m);
+        assert_eq!(
+            ip.map(|ip| ip.octets()[2]),
+            Some(0),
+            "{why}: a pool address"
+        );
+        assert_eq!(grant(&e, id.unwrap()).map(|g| g.captive()), Some(true));
+        assert_eq!(counter(&e, why), 1);
+
+        let mut e = local(UnknownPolicy::Reject);
+        assert_eq!(onboard(&mut e, m), (None, None), "{why}: nothing offered");
+        assert_eq!(usage(&e), [("p".into(), 0), ("q".into(), 0)], "{why}");
+    }
+}
+
+#[test]
+fn an_init_reboot_for_another_address_than_the_records_is_nakked() {
+    let mut e = local(UnknownPolicy::Captive);
+    let mut r = msg(DhcpMessageType::Request, 1, 7);
+    r.requested_ip = Some(Ipv4Addr::new(100, 64, 0, 50));
+    let out = e.handle_dhcp(0, 0, &client_frame(&r, None), S);
+    assert_eq!(
+        replies(&out).pop().map(|r| r.message_type),
+        Some(DhcpMessageType::Nak)
+    );
+    assert_eq!(counter(&e, "NAK: not the subscriber's ipv4"), 1);
+    assert_eq!(usage(&e), [("p".into(), 0), ("q".into(), 0)]);
 }

@@ -44,6 +44,13 @@ pub struct PoolConfig {
     pub exclusions: Vec<(Ipv4Addr, u8)>,
 }
 
+impl PoolConfig {
+    /// Whether `ip` belongs to this pool's prefix.
+    pub fn contains(&self, ip: Ipv4Addr) -> bool {
+        u32::from(ip) & mask(self.prefix_len) == u32::from(self.network) & mask(self.prefix_len)
+    }
+}
+
 fn mask(len: u8) -> u32 {
     if len == 0 { 0 } else { u32::MAX << (32 - len) }
 }
