@@ -13,6 +13,7 @@ use kbng_control::core::engine::Engine;
 use kbng_control::dataplane::{self, DpStatus, Target};
 use kbng_control::service::{EngineTask, now_ns};
 use kbng_control::store::Store;
+use kbng_control::store::subscribers;
 use tokio::sync::{broadcast, mpsc};
 
 #[derive(Debug, Parser)]
@@ -146,6 +147,18 @@ async fn main() -> anyhow::Result<()> {
     let t = Instant::now();
     let store = Store::open_with(&cfg.store, cfg.store_sync)
         .with_context(|| format!("{}", cfg.store.display()))?;
+    let (changes, mut bad) = store.subscriber_changes()?;
+    let kept = changes.len();
+    bad.extend(subscribers::apply(changes, &mut engine.subscribers));
+    for problem in &bad {
+        tracing::warn!("subscribers: {problem}");
+    }
+    if kept > 0 {
+        tracing::info!(
+            changes = kept,
+            "subscriber changes made through the API applied over the file"
+        );
+    }
     let restored = store.restore_into(&mut engine)?;
     for problem in &restored.problems {
         tracing::warn!("restore: {problem}");

@@ -16,10 +16,11 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use crate::commit::{Committer, Effects};
 use crate::config::Config;
 use crate::core::SessionId;
-use crate::core::aaa::{format_mac, parse_mac};
+use crate::core::aaa::{format_mac, parse_csv, parse_json, parse_mac};
 use crate::core::engine::{DpSession, Engine, Output, Session, dp_session};
 use crate::core::licence::Cap;
 use crate::dataplane::{DpCmd, DpEvent};
+use crate::store::subscribers::SubscriberChange;
 use crate::store::{Store, StoreOp};
 
 pub use crate::clock::now_ns;
@@ -513,19 +514,40 @@ impl Running {
                     let _ = reply.send(desired);
                 }));
             }
+            // Kept in the store, and answered once kept: a restart keeps what the API did.
             ApiCmd::ImportSubscribers { text, json, reply } => {
-                let r = if json {
-                    self.engine.subscribers.import_json(&text)
+                let (recs, errors) = if json {
+                    parse_json(&text).map_or_else(|e| (Vec::new(), e), |r| (r, Vec::new()))
                 } else {
-                    self.engine.subscribers.import_csv(&text)
+                    parse_csv(&text)
                 };
-                let _ = reply.send(r.map_err(|errs| errs.iter().map(|e| e.to_string()).collect()));
+                let kept: Vec<StoreOp> = recs
+                    .iter()
+                    .map(|(_, r)| StoreOp::Subscriber(SubscriberChange::Added(r.clone())))
+                    .collect();
+                let r = self.engine.subscribers.import_rows(recs, errors);
+                if r.is_ok() {
+                    b.store.extend(kept);
+                }
+                let r = r.map_err(|errs| errs.iter().map(|e| e.to_string()).collect());
+                b.replies.push(Box::new(move || {
+                    let _ = reply.send(r);
+                }));
             }
             ApiCmd::RemoveSubscriber { mac, reply } => {
                 let r = parse_mac(&mac)
                     .ok_or_else(|| format!("bad MAC {mac:?}"))
-                    .map(|m| self.engine.subscribers.remove_mac(&m));
-                let _ = reply.send(r);
+                    .map(|m| {
+                        let removed = self.engine.subscribers.remove_mac(&m);
+                        if removed {
+                            b.store
+                                .push(StoreOp::Subscriber(SubscriberChange::RemovedMac(m)));
+                        }
+                        removed
+                    });
+                b.replies.push(Box::new(move || {
+                    let _ = reply.send(r);
+                }));
             }
             ApiCmd::ChangePlan { id, plan, reply } => {
                 let r = self.engine.change_plan(id, &plan, now);

@@ -212,15 +212,17 @@ impl SubscriberStore {
     /// (nothing added).
     pub fn import_csv(&mut self, text: &str) -> Result<usize, Vec<AaaError>> {
         let (recs, errors) = parse_csv(text);
-        self.add_all(recs, errors)
+        self.import_rows(recs, errors)
     }
 
     /// Import a JSON array of records.
     pub fn import_json(&mut self, text: &str) -> Result<usize, Vec<AaaError>> {
-        self.add_all(parse_json(text)?, Vec::new())
+        self.import_rows(parse_json(text)?, Vec::new())
     }
 
-    fn add_all(
+    /// Import parsed rows, given the errors of the rows that did not parse: every row's error,
+    /// and nothing added, or the rows added.
+    pub fn import_rows(
         &mut self,
         recs: Vec<(usize, SubscriberRecord)>,
         mut errors: Vec<AaaError>,

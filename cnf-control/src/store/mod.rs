@@ -1,4 +1,5 @@
-//! Persistence of bound sessions in an embedded transactional store.
+//! Persistence of bound sessions in an embedded transactional store, and of the changes made
+//! to the local subscribers through the API ([`subscribers`]).
 //!
 //! redb rather than SQLite through rusqlite: the data is one key-value map (session id → the
 //! session's row, see [`row`]) plus a counter, which needs no SQL; redb is pure Rust (no C toolchain or
@@ -16,7 +17,10 @@ use std::path::Path;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
 pub mod row;
+pub mod subscribers;
 pub mod sync;
+
+use subscribers::SubscriberChange;
 
 use sync::{PolicyBackend, SyncHandle, SyncPolicy};
 
@@ -25,6 +29,8 @@ use crate::core::engine::{Engine, Session};
 
 const SESSIONS: TableDefinition<u64, &[u8]> = TableDefinition::new("sessions");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+/// [`SubscriberChange::key`] -> [`SubscriberChange::encode`].
+const SUBSCRIBERS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("subscribers");
 const NEXT_ID: &str = "next_session_id";
 
 /// redb's page cache. Its default, 1 GiB, filled with every page the start-up load reads (the
@@ -70,6 +76,8 @@ pub struct Restored {
 pub enum StoreOp {
     Put(Box<Session>),
     Delete(SessionId),
+    /// Kept under its key, replacing the key's earlier change.
+    Subscriber(SubscriberChange),
 }
 
 /// The store.
@@ -101,6 +109,7 @@ impl Store {
         let tx = database.begin_write().map_err(db)?;
         tx.open_table(SESSIONS).map_err(db)?;
         tx.open_table(META).map_err(db)?;
+        tx.open_table(SUBSCRIBERS).map_err(db)?;
         tx.commit().map_err(db)?;
         Ok(Store { db: database, sync })
     }
@@ -149,6 +158,22 @@ impl Store {
             .unwrap_or(1))
     }
 
+    /// The kept subscriber changes, one per key; a value that does not decode is named in the
+    /// second list and skipped.
+    pub fn subscriber_changes(&self) -> Result<(Vec<SubscriberChange>, Vec<String>), StoreError> {
+        let tx = self.db.begin_read().map_err(db)?;
+        let t = tx.open_table(SUBSCRIBERS).map_err(db)?;
+        let (mut changes, mut bad) = (Vec::new(), Vec::new());
+        for row in t.iter().map_err(db)? {
+            let (k, v) = row.map_err(db)?;
+            match SubscriberChange::decode(v.value()) {
+                Ok(c) => changes.push(c),
+                Err(e) => bad.push(format!("subscriber change {:02x?}: {e}", k.value())),
+            }
+        }
+        Ok((changes, bad))
+    }
+
     /// Restores every stored session into `engine`, as `kbng-control` does at start.
     pub fn restore_into(&self, engine: &mut Engine) -> Result<Restored, StoreError> {
         let mut r = Restored::default();
@@ -172,6 +197,7 @@ impl Store {
         let tx = self.db.begin_write().map_err(db)?;
         {
             let mut t = tx.open_table(SESSIONS).map_err(db)?;
+            let mut subs = tx.open_table(SUBSCRIBERS).map_err(db)?;
             let mut v = Vec::new();
             for op in batches.iter().flat_map(|b| b.iter()) {
                 match op {
@@ -182,6 +208,14 @@ impl Store {
                     }
                     StoreOp::Delete(id) => {
                         t.remove(*id).map_err(db)?;
+                    }
+                    StoreOp::Subscriber(c) => {
+                        // Keyless changes are refused before they get here (the store
+                        // refuses such records).
+                        if let Some(k) = c.key() {
+                            subs.insert(k.as_slice(), c.encode().as_slice())
+                                .map_err(db)?;
+                        }
                     }
                 }
             }
@@ -261,6 +295,57 @@ pub(crate) mod tests {
         );
         assert_eq!(sessions[0], session(1), "timestamps and lease kept exactly");
         let _ = std::fs::remove_file(&dir);
+    }
+
+    #[test]
+    fn subscriber_changes_are_kept_one_per_key() {
+        use crate::core::aaa::SubscriberRecord;
+        let path = fresh("subscribers");
+        let rec = |mac: &str, plan: &str| {
+            SubscriberChange::Added(SubscriberRecord {
+                mac: Some(mac.into()),
+                circuit_id: None,
+                remote_id: None,
+                plan: Some(plan.into()),
+                ipv4: None,
+                pool: None,
+            })
+        };
+        {
+            let s = Store::open(&path).unwrap();
+            s.apply(
+                &[
+                    StoreOp::Subscriber(rec("02:00:00:00:00:01", "gold")),
+                    StoreOp::Subscriber(rec("02:00:00:00:00:02", "gold")),
+                    StoreOp::Put(Box::new(session(1))),
+                ],
+                2,
+            )
+            .unwrap();
+            s.apply(
+                &[
+                    StoreOp::Subscriber(rec("02:00:00:00:00:01", "silver")),
+                    StoreOp::Subscriber(SubscriberChange::RemovedMac([2, 0, 0, 0, 0, 2])),
+                    StoreOp::Subscriber(SubscriberChange::RemovedMac([2, 0, 0, 0, 0, 3])),
+                ],
+                2,
+            )
+            .unwrap();
+        }
+        let s = Store::open(&path).unwrap();
+        let (changes, bad) = s.subscriber_changes().unwrap();
+        assert!(bad.is_empty(), "{bad:?}");
+        assert_eq!(
+            changes,
+            [
+                rec("02:00:00:00:00:01", "silver"),
+                SubscriberChange::RemovedMac([2, 0, 0, 0, 0, 2]),
+                SubscriberChange::RemovedMac([2, 0, 0, 0, 0, 3]),
+            ]
+        );
+        assert_eq!(s.load().unwrap().0, [session(1)], "sessions untouched");
+        drop(s);
+        let _ = std::fs::remove_file(&path);
     }
 
     #[test]

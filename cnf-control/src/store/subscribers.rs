@@ -1,0 +1,154 @@
+//! Changes made to the local subscriber store through the API, kept in the session store so
+//! that a restart does not forget them. The subscribers file is imported at every start; the
+//! kept changes are applied over it, each key holding its latest change: an added or replaced
+//! record, or the removal of a MAC's record (kept as such, so that a row of the file removed
+//! through the API stays removed).
+
+use crate::core::MacAddr;
+use crate::core::aaa::{SubscriberRecord, SubscriberStore, parse_mac};
+
+/// Apply kept `changes` over `subs` (loaded from the file); returns what could not be applied.
+pub fn apply(changes: Vec<SubscriberChange>, subs: &mut SubscriberStore) -> Vec<String> {
+    let mut problems = Vec::new();
+    for change in changes {
+        match change {
+            SubscriberChange::Added(r) => {
+                if let Err(e) = subs.add(r) {
+                    problems.push(format!("a kept record: {e}"));
+                }
+            }
+            SubscriberChange::RemovedMac(m) => {
+                subs.remove_mac(&m);
+            }
+        }
+    }
+    problems
+}
+
+/// One change to the subscriber store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SubscriberChange {
+    Added(SubscriberRecord),
+    RemovedMac(MacAddr),
+}
+
+const ADDED: u8 = b'+';
+const REMOVED: u8 = b'-';
+
+impl SubscriberChange {
+    /// What the record is looked up by: its option 82 identity when it has one, else its MAC
+    /// (as the store keys it). `None` for a record the store would refuse.
+    pub fn key(&self) -> Option<Vec<u8>> {
+        match self {
+            SubscriberChange::RemovedMac(mac) => Some(mac_key(mac)),
+            SubscriberChange::Added(r) if r.circuit_id.is_some() || r.remote_id.is_some() => {
+                let mut k = vec![b'o'];
+                for part in [&r.circuit_id, &r.remote_id] {
+                    let bytes = part.as_deref().map(str::as_bytes);
+                    k.push(u8::from(bytes.is_some()));
+                    let bytes = bytes.unwrap_or_default();
+                    k.extend_from_slice(&u32::try_from(bytes.len()).ok()?.to_le_bytes());
+                    k.extend_from_slice(bytes);
+                }
+                Some(k)
+            }
+            SubscriberChange::Added(r) => Some(mac_key(&parse_mac(r.mac.as_deref()?)?)),
+        }
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        match self {
+            SubscriberChange::Added(r) => {
+                let mut v = vec![ADDED];
+                // A record of strings and an address always serialises.
+                v.extend(serde_json::to_vec(r).unwrap_or_default());
+                v
+            }
+            SubscriberChange::RemovedMac(mac) => {
+                let mut v = vec![REMOVED];
+                v.extend_from_slice(mac);
+                v
+            }
+        }
+    }
+
+    pub fn decode(v: &[u8]) -> Result<SubscriberChange, String> {
+        match v.split_first() {
+            Some((&ADDED, json)) => serde_json::from_slice(json)
+                .map(SubscriberChange::Added)
+                .map_err(|e| format!("record: {e}")),
+            Some((&REMOVED, mac)) => <[u8; 6]>::try_from(mac)
+                .map(SubscriberChange::RemovedMac)
+                .map_err(|_| format!("removal of a {}-byte MAC", mac.len())),
+            _ => Err("neither an addition nor a removal".into()),
+        }
+    }
+}
+
+fn mac_key(mac: &MacAddr) -> Vec<u8> {
+    let mut k = vec![b'm'];
+    k.extend_from_slice(mac);
+    k
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(mac: Option<&str>, cid: Option<&str>) -> SubscriberRecord {
+        SubscriberRecord {
+            mac: mac.map(String::from),
+            circuit_id: cid.map(String::from),
+            remote_id: None,
+            plan: Some("gold".into()),
+            ipv4: Some("100.64.0.9".parse().unwrap()),
+            pool: None,
+        }
+    }
+
+    #[test]
+    fn changes_round_trip_and_a_removal_shares_its_records_key() {
+        let added = SubscriberChange::Added(record(Some("02:00:00:00:00:0A"), None));
+        let removed = SubscriberChange::RemovedMac([2, 0, 0, 0, 0, 0x0a]);
+        assert_eq!(added.key(), removed.key(), "written either way, one MAC");
+        for c in [&added, &removed] {
+            assert_eq!(SubscriberChange::decode(&c.encode()).as_ref(), Ok(c));
+        }
+        let by_cid = SubscriberChange::Added(record(Some("02:00:00:00:00:0a"), Some("eth0/1")));
+        assert_ne!(by_cid.key(), added.key(), "keyed by its option 82 identity");
+        let other = SubscriberChange::Added(record(None, Some("eth0/2")));
+        assert_ne!(by_cid.key(), other.key());
+        assert_eq!(
+            SubscriberChange::Added(record(Some("zz"), None)).key(),
+            None
+        );
+    }
+
+    #[test]
+    fn kept_changes_apply_over_the_file() {
+        let mut subs = SubscriberStore::default();
+        subs.import_csv("02:00:00:00:00:01,,,gold\n02:00:00:00:00:02,,,gold\n")
+            .unwrap();
+        let changes = vec![
+            SubscriberChange::RemovedMac([2, 0, 0, 0, 0, 1]),
+            SubscriberChange::Added(record(Some("02:00:00:00:00:03"), None)),
+        ];
+        assert!(apply(changes, &mut subs).is_empty());
+        assert!(
+            !subs.remove_mac(&[2, 0, 0, 0, 0, 1]),
+            "removed through the API"
+        );
+        assert!(subs.remove_mac(&[2, 0, 0, 0, 0, 2]), "the file's");
+        assert!(
+            subs.remove_mac(&[2, 0, 0, 0, 0, 3]),
+            "added through the API"
+        );
+    }
+
+    #[test]
+    fn a_damaged_value_is_an_error() {
+        for v in [&b""[..], b"?", b"-\x02\x00", b"+{"] {
+            assert!(SubscriberChange::decode(v).is_err(), "{v:?}");
+        }
+    }
+}
