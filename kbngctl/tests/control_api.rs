@@ -201,23 +201,27 @@ fn subscribers_plans_sessions_and_a_valid_licence() {
     assert!(table.contains("srTCM 100.0 Mb/s"), "{table}");
     assert!(table.contains("trTCM 5.0 Mb/s/10.0 Mb/s"), "{table}");
 
+    // `kbngctl subscribers import` of a file `name` holding `text`.
+    let import = |name: &str, text: &str| {
+        let path = c.dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        kbngctl(&c, &["subscribers", "import", path.to_str().unwrap()])
+    };
+    let stderr = |o: Output| String::from_utf8(o.stderr).unwrap();
     // Import a CSV; each imported MAC is then removable exactly once.
-    let csv = c.dir.path().join("subs.csv");
-    std::fs::write(
-        &csv,
+    let o = import(
+        "subs.csv",
         "mac,circuit_id,remote_id,plan\n02:00:00:00:00:01,,,gold\n02:00:00:00:00:02,,,silver\n,c-7,,gold\n",
-    )
-    .unwrap();
-    let out = ok(&c, &["subscribers", "import", csv.to_str().unwrap()]);
-    assert!(out.contains("imported 3"), "{out}");
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("imported 3"),
+        "{o:?}"
+    );
     // A file with bad rows adds nothing, and names every bad row.
-    let bad = c.dir.path().join("bad.csv");
-    std::fs::write(
-        &bad,
+    let err = stderr(import(
+        "bad.csv",
         "02:00:00:00:00:03,,,gold\nnot-a-mac,,,gold\n02:00:00:00:00:04,,,platinum\n",
-    )
-    .unwrap();
-    let err = fails(&c, &["subscribers", "import", bad.to_str().unwrap()]);
+    ));
     assert!(err.contains("400 Bad Request"), "{err}");
     assert!(
         err.contains(&format!("http://{}/v1/subscribers", c.server)),
@@ -230,9 +234,14 @@ fn subscribers_plans_sessions_and_a_valid_licence() {
         "the bad file added a row: {err}"
     );
     // JSON import, single add and removal.
-    let js = c.dir.path().join("subs.json");
-    std::fs::write(&js, r#"[{"mac": "02:00:00:00:00:05", "plan": "gold"}]"#).unwrap();
-    assert!(ok(&c, &["subscribers", "import", js.to_str().unwrap()]).contains("imported 1"));
+    let o = import(
+        "subs.json",
+        r#"[{"mac": "02:00:00:00:00:05", "plan": "gold"}]"#,
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("imported 1"),
+        "{o:?}"
+    );
     ok(
         &c,
         &[
@@ -295,13 +304,10 @@ fn subscribers_plans_sessions_and_a_valid_licence() {
     }
     let err = fails(&c, &["subscribers", "remove", "02:00:00:00:00:08"]);
     assert!(err.contains("404"), "a refused add added it: {err}");
-    let csv6 = c.dir.path().join("subs6.csv");
-    std::fs::write(
-        &csv6,
+    let err = stderr(import(
+        "subs6.csv",
         "02:00:00:00:00:09,,,gold,100.64.0.10,\n,c-9,,,,nope\n",
-    )
-    .unwrap();
-    let err = fails(&c, &["subscribers", "import", csv6.to_str().unwrap()]);
+    ));
     assert!(err.contains("row 2: unknown pool \"nope\""), "{err}");
     for mac in [
         "02:00:00:00:00:01",

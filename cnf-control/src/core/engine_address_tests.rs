@@ -53,13 +53,18 @@ fn discover(e: &mut Engine, m: u8) -> SessionId {
 /// grant, or `None` when nothing was offered.
 fn answer_and_bind(e: &mut Engine, id: SessionId, a: AuthOutcome, m: u8) -> Option<Ipv4Addr> {
     let offer = replies(&e.auth_result(id, a, 2 * S)).pop()?;
+    Some(request_offered(e, offer, m))
+}
+
+/// REQUEST what `offer` offered to MAC `m`, which must be ACKed; the address.
+fn request_offered(e: &mut Engine, offer: kbng_wire::DhcpRepr, m: u8) -> Ipv4Addr {
     assert_eq!(offer.message_type, DhcpMessageType::Offer);
     let mut req = msg(DhcpMessageType::Request, m, 2);
     req.requested_ip = Some(offer.yiaddr);
     req.server_id = offer.server_id;
     let ack = replies(&e.handle_dhcp(0, 0, &client_frame(&req, None), 2 * S)).pop();
     assert_eq!(ack.map(|a| a.message_type), Some(DhcpMessageType::Ack));
-    Some(offer.yiaddr)
+    offer.yiaddr
 }
 
 fn usage(e: &Engine) -> Vec<(String, u32)> {
@@ -244,17 +249,12 @@ fn onboard(e: &mut Engine, m: u8) -> (Option<Ipv4Addr>, Option<SessionId>) {
     let Some(offer) = replies(&e.handle_dhcp(0, 0, &client_frame(&d, None), S)).pop() else {
         return (None, None);
     };
-    assert_eq!(offer.message_type, DhcpMessageType::Offer);
-    let mut req = msg(DhcpMessageType::Request, m, 2);
-    req.requested_ip = Some(offer.yiaddr);
-    req.server_id = offer.server_id;
-    let ack = replies(&e.handle_dhcp(0, 0, &client_frame(&req, None), 2 * S)).pop();
-    assert_eq!(ack.map(|a| a.message_type), Some(DhcpMessageType::Ack));
+    let ip = request_offered(e, offer, m);
     let id = e
         .list(0, 100, |_| true)
         .find(|s| s.mac == mac(m).0)
         .map(|s| s.id);
-    (Some(offer.yiaddr), id)
+    (Some(ip), id)
 }
 
 #[test]
