@@ -16,6 +16,7 @@
 //! | GET | /v1/dataplanes/{i}/counters | that dataplane's node counters |
 //! | GET | /v1/audit | a fresh comparison with every dataplane (leaks, orphans) |
 //! | POST | /v1/subscribers?format=csv\|json | bulk import; a JSON object adds one record |
+//! | GET | /v1/subscribers/{mac} | the record of a MAC |
 //! | DELETE | /v1/subscribers/{mac} | remove one |
 //!
 //! HTTP/JSON rather than gRPC: operators and scripts reach it with curl, and a watch is a plain
@@ -355,6 +356,14 @@ fn unknown_references(s: &ApiState, body: &str, json: bool) -> Vec<String> {
     crate::core::aaa::unresolved(&recs, &s.cfg.engine)
 }
 
+async fn show_subscriber(State(s): State<ApiState>, Path(mac): Path<String>) -> ApiResult {
+    match ask(&s, |reply| ApiCmd::ShowSubscriber { mac, reply }).await? {
+        Ok(Some(rec)) => Ok(Json(rec).into_response()),
+        Ok(None) => Err(err(StatusCode::NOT_FOUND, "no such subscriber")),
+        Err(e) => Err(err(StatusCode::BAD_REQUEST, e)),
+    }
+}
+
 async fn remove_subscriber(State(s): State<ApiState>, Path(mac): Path<String>) -> ApiResult {
     match ask(&s, |reply| ApiCmd::RemoveSubscriber { mac, reply }).await? {
         Ok(true) => Ok(Json(json!({ "removed": true })).into_response()),
@@ -394,7 +403,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/subscribers", post(import))
         .route(
             "/v1/subscribers/{mac}",
-            axum::routing::delete(remove_subscriber),
+            get(show_subscriber).delete(remove_subscriber),
         )
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -16,7 +16,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use crate::commit::{Committer, Effects};
 use crate::config::Config;
 use crate::core::SessionId;
-use crate::core::aaa::{format_mac, parse_csv, parse_json, parse_mac};
+use crate::core::aaa::{SubscriberRecord, format_mac, parse_csv, parse_json, parse_mac};
 use crate::core::engine::{DpSession, Engine, Output, Session, dp_session};
 use crate::core::licence::Cap;
 use crate::dataplane::{DpCmd, DpEvent};
@@ -176,6 +176,10 @@ pub enum ApiCmd {
     RemoveSubscriber {
         mac: String,
         reply: oneshot::Sender<Result<bool, String>>,
+    },
+    ShowSubscriber {
+        mac: String,
+        reply: oneshot::Sender<Result<Option<SubscriberRecord>, String>>,
     },
     ChangePlan {
         id: SessionId,
@@ -533,6 +537,12 @@ impl Running {
                 b.replies.push(Box::new(move || {
                     let _ = reply.send(r);
                 }));
+            }
+            ApiCmd::ShowSubscriber { mac, reply } => {
+                let r = parse_mac(&mac)
+                    .ok_or_else(|| format!("bad MAC {mac:?}"))
+                    .map(|m| self.engine.subscribers.by_mac(&m).cloned());
+                let _ = reply.send(r);
             }
             ApiCmd::RemoveSubscriber { mac, reply } => {
                 let r = parse_mac(&mac)

@@ -8,7 +8,7 @@ use anyhow::{Context, bail};
 use clap::Subcommand;
 use hyper::Method;
 
-use crate::client::{Client, ServerArgs, block_on, query_value};
+use crate::client::{Client, Output, ServerArgs, block_on, query_value};
 
 #[derive(Debug, Subcommand)]
 pub enum SubscribersCommand {
@@ -37,6 +37,12 @@ pub enum SubscribersCommand {
         /// The pool, by name, its address comes from.
         #[arg(long)]
         pool: Option<String>,
+    },
+    /// The record of the subscriber with this MAC.
+    Show {
+        mac: String,
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
+        output: Output,
     },
     /// Remove the subscriber with this MAC.
     Remove { mac: String },
@@ -121,6 +127,29 @@ pub fn run(server: &ServerArgs, cmd: SubscribersCommand) -> anyhow::Result<ExitC
                 "added {who} on plan {}{address}",
                 plan.as_deref().unwrap_or("(default)")
             );
+        }
+        SubscribersCommand::Show { mac, output } => {
+            let v = block_on(c.call(
+                Method::GET,
+                &format!("/v1/subscribers/{}", query_value(&mac)),
+                None,
+            ))?;
+            if output == Output::Json {
+                println!("{v}");
+            } else {
+                let field = |k: &str| v[k].as_str().map(String::from);
+                println!("subscriber {mac}");
+                println!(
+                    "  plan: {}",
+                    field("plan").unwrap_or_else(|| "(default)".into())
+                );
+                let address = match (field("ipv4"), field("pool")) {
+                    (Some(ip), _) => ip,
+                    (None, Some(pool)) => format!("from pool {pool}"),
+                    (None, None) => "from the pools".into(),
+                };
+                println!("  address: {address}");
+            }
         }
         SubscribersCommand::Remove { mac } => {
             block_on(c.call(

@@ -280,8 +280,20 @@ fn subscribers_plans_sessions_and_a_valid_licence() {
         said(&o).contains("on plan (default) at 100.64.0.9"),
         "{o:?}"
     );
+    assert_eq!(
+        ok(&c, &["subscribers", "show", "02:00:00:00:00:08"]),
+        "subscriber 02:00:00:00:00:08\n  plan: (default)\n  address: 100.64.0.9\n"
+    );
     let o = add(&["--pool", "p"]);
     assert!(said(&o).contains("in pool p"), "{o:?}");
+    assert_eq!(
+        json(
+            &c,
+            &["subscribers", "show", "02:00:00:00:00:08", "-o", "json"]
+        ),
+        serde_json::json!({"mac": "02:00:00:00:00:08", "pool": "p"}),
+        "replaced whole"
+    );
     ok(&c, &["subscribers", "remove", "02:00:00:00:00:08"]);
     for (rest, why) in [
         (&["--pool", "q"][..], "row 1: unknown pool \"q\""),
@@ -304,6 +316,10 @@ fn subscribers_plans_sessions_and_a_valid_licence() {
     }
     let err = fails(&c, &["subscribers", "remove", "02:00:00:00:00:08"]);
     assert!(err.contains("404"), "a refused add added it: {err}");
+    let err = fails(&c, &["subscribers", "show", "02:00:00:00:00:08"]);
+    assert!(err.contains("404 Not Found: no such subscriber"), "{err}");
+    let err = fails(&c, &["subscribers", "show", "nope"]);
+    assert!(err.contains("400 Bad Request: bad MAC \"nope\""), "{err}");
     let err = stderr(import(
         "subs6.csv",
         "02:00:00:00:00:09,,,gold,100.64.0.10,\n,c-9,,,,nope\n",

@@ -183,6 +183,11 @@ impl SubscriberStore {
         Ok(())
     }
 
+    /// The record of a MAC (not one keyed by option 82).
+    pub fn by_mac(&self, mac: &MacAddr) -> Option<&SubscriberRecord> {
+        self.by_mac.get(mac)
+    }
+
     /// Remove by MAC; returns whether one was there.
     pub fn remove_mac(&mut self, mac: &MacAddr) -> bool {
         self.by_mac.remove(mac).is_some()
