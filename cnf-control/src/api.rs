@@ -372,6 +372,11 @@ async fn remove_subscriber(State(s): State<ApiState>, Path(mac): Path<String>) -
     }
 }
 
+/// The largest subscriber import. axum's default of 2 MiB refused a CSV of 100,000 MAC rows
+/// (about 2.5 MB); this takes some 2,000,000 such rows, or 100,000 with long option 82
+/// identities, and bounds what one request can make the control buffer.
+const IMPORT_MAX_BYTES: usize = 64 << 20;
+
 /// The readiness probe's path: 200 once the engine task answers a query. Outside the token
 /// check (the kubelet holds no secret) and says nothing about sessions.
 pub const READY_PATH: &str = "/v1/ready";
@@ -400,7 +405,10 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/dataplanes", get(dataplanes))
         .route("/v1/dataplanes/{i}/counters", get(nodes))
         .route("/v1/audit", get(audit))
-        .route("/v1/subscribers", post(import))
+        .route(
+            "/v1/subscribers",
+            post(import).layer(axum::extract::DefaultBodyLimit::max(IMPORT_MAX_BYTES)),
+        )
         .route(
             "/v1/subscribers/{mac}",
             get(show_subscriber).delete(remove_subscriber),

@@ -320,6 +320,21 @@ fn subscribers_plans_sessions_and_a_valid_licence() {
     assert!(err.contains("404 Not Found: no such subscriber"), "{err}");
     let err = fails(&c, &["subscribers", "show", "nope"]);
     assert!(err.contains("400 Bad Request: bad MAC \"nope\""), "{err}");
+    // The bulk size, 100,000 rows (about 2.5 MB), in one import.
+    let rows: String = (0..100_000u32)
+        .map(|i| {
+            let b = i.to_be_bytes();
+            format!(
+                "0a:00:{:02x}:{:02x}:{:02x}:{:02x},,,gold\n",
+                b[0], b[1], b[2], b[3]
+            )
+        })
+        .collect();
+    let o = import("bulk.csv", &rows);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("imported 100000"),
+        "{o:?}"
+    );
     let err = stderr(import(
         "subs6.csv",
         "02:00:00:00:00:09,,,gold,100.64.0.10,\n,c-9,,,,nope\n",
