@@ -71,6 +71,7 @@ mac,circuit_id,remote_id,plan
 02:00:00:00:01:03,,,gold
 02:00:00:00:01:04,,,gold
 02:00:00:00:01:05,,,gold
+02:00:00:00:01:07,,,bronze,100.64.0.3,
 EOF
 for i in $(seq 0 39); do printf '0a:cc:00:00:%02x:%02x,,,gold\n' $((i / 256)) $((i % 256)); done >>"$tmp/subscribers.csv"
 echo 1000 >"$tmp/cap"
@@ -308,6 +309,43 @@ done
 if [[ $said == "released session $c5_id" && $code == 404 ]] && aud=$(settled) &&
     ! inns c5 curl -s -m 2 http://192.0.2.1:8080/ 2>/dev/null | grep -q kbng-core; then
     ok "kbngctl_release_ends_one_session_everywhere (session $c5_id)"; else bad kbngctl_release_ends_one_session_everywhere "said=$said code=$code $aud"; fi
+
+# ---- a subscriber record with a fixed address (c7's, from the pool's exclusions, in the
+# file); one asking for an address another session holds (c8's, added by kbngctl) is captive
+client c7 02:00:00:00:01:07
+if inns c7 timeout 30 udhcpc -i e0 -n -q -f -s /etc/udhcpc/default.script >>"$tmp/clients.log" 2>&1; then
+    c7=$(apiget "/v1/sessions?ip=100.64.0.3" | jq_py '"%s plan %s" % (d["sessions"][0]["state"], d["sessions"][0]["planId"])')
+fi
+fixed_p0=$(apiget /v1/status | jq_py 'd["pools"][0]["fixed"]')
+if [[ $(addr_of c7) == 100.64.0.3 && ${c7:-} == "active plan 11" && $fixed_p0 == 1 ]] && reach c7 && audit_clean >/dev/null; then
+    ok "a_records_fixed_address_is_given (c7 at 100.64.0.3 on bronze, reported as p0's fixed address)"; else
+    bad a_records_fixed_address_is_given "ip=$(addr_of c7) session=${c7:-none} fixed=$fixed_p0"; fi
+said=$(kbngctl subscribers add --mac 02:00:00:00:01:08 --ipv4 100.64.0.3 2>&1)
+refused=$(kbngctl subscribers add --mac 02:00:00:00:01:08 --ipv4 10.9.9.9 2>&1)
+unavailable0=$(counter "subscriber ipv4 unavailable")
+client c8 02:00:00:00:01:08
+inns c8 timeout 30 udhcpc -i e0 -n -q -f -s /etc/udhcpc/default.script >>"$tmp/clients.log" 2>&1
+ip8=$(addr_of c8)
+state8=$(apiget "/v1/sessions?ip=$ip8" | jq_py 'd["sessions"][0]["state"]' 2>/dev/null)
+unavailable=$(($(counter "subscriber ipv4 unavailable") - unavailable0))
+if [[ $said == *"at 100.64.0.3"* && $refused == *"ipv4 10.9.9.9 is in no pool"* && -n $ip8 && $ip8 != 100.64.0.3 &&
+    $state8 == captive && $unavailable == 1 ]]; then
+    ok "a_records_address_held_by_another_is_captive_and_counted (c8 at $ip8)"; else
+    bad a_records_address_held_by_another_is_captive_and_counted "said=$said refused=$refused ip=$ip8 state=$state8 unavailable=$unavailable"; fi
+
+# ---- what the API changes in the subscribers outlives a restart: c8's record (added above)
+# and the removal of c3's (a row of the file, which a restart imports again)
+gone3=$(kbngctl subscribers remove 02:00:00:00:01:03 2>&1)
+kill -TERM "$ctl_pid"; wait "$ctl_pid" 2>/dev/null; ctl_pid=
+if start_control; then
+    s8=$(kbngctl subscribers show 02:00:00:00:01:08 -o json 2>&1)
+    s3=$(kbngctl subscribers show 02:00:00:00:01:03 2>&1)
+    s4=$(kbngctl subscribers show 02:00:00:00:01:04 -o json 2>&1)
+fi
+if [[ $gone3 == "removed 02:00:00:00:01:03" && ${s8:-} == *'"ipv4":"100.64.0.3"'* && ${s3:-} == *"404 Not Found"* &&
+    ${s4:-} == *'"plan":"gold"'* ]] && grep -q "subscriber changes made through the API applied over the file" "$tmp/control.log"; then
+    ok "subscriber_changes_through_the_api_outlive_a_restart (c8's record kept, c3's removal kept over the file, the file's others back)"; else
+    bad subscriber_changes_through_the_api_outlive_a_restart "before=$gone3 c8=${s8:-} c3=${s3:-} c4=${s4:-}"; fi
 
 # ---- a dataplane restarted with room for fewer sessions than the control holds: the control
 # keeps what fits, ends the rest, stays connected, and turns new subscribers away
