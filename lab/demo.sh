@@ -134,7 +134,7 @@ relay "$dp_metrics" "" 127.0.0.1:9464
 say "kbng-control: two plans, local subscribers, walled garden, the signed licence"
 cat >"$tmp/subscribers.csv" <<CSV
 mac,circuit_id,remote_id,plan
-02:00:00:00:01:01,,,gold
+02:00:00:00:01:01,,,gold,100.64.0.250,
 02:00:00:00:01:02,,,silver
 0a:cc:00:00:00:00,,,silver
 0a:cc:00:00:00:01,,,silver
@@ -144,7 +144,7 @@ CSV
 cat >"$tmp/control.yaml" <<YAML
 dataplanes: ["unix:$sock"]
 pools:
-  - {name: residential, cidr: 100.64.0.0/24, gateway: 100.64.0.1, leaseSecs: 600, dns: [192.0.2.53]}
+  - {name: residential, cidr: 100.64.0.0/24, gateway: 100.64.0.1, leaseSecs: 600, dns: [192.0.2.53], exclusions: [100.64.0.248/29]}
 plans:
   - {name: gold, id: 10, rateBps: 100000000}
   - {name: silver, id: 20, rateBps: 20000000}
@@ -181,7 +181,7 @@ kbngctl subscribers add --mac 02:00:00:00:01:03 --plan gold | sed 's/^/    /' ||
 addr_of() { inns "$1" ip -4 -o addr show dev e0 | awk '{print $4}' | head -1; }
 mkdir -p "$tmp/etc" && touch "$tmp/etc/resolv.conf"
 
-say "subscriber c1 (gold): dhclient"
+say "subscriber c1 (gold, fixed address 100.64.0.250 in its record): dhclient"
 client c1 02:00:00:00:01:01
 inns c1 unshare -m sh -c "mount --bind $tmp/etc/resolv.conf /etc/resolv.conf &&
     timeout 30 dhclient -4 -1 -pf $tmp/dhclient.pid -lf $tmp/dhclient.leases e0" >>"$tmp/clients.log" 2>&1

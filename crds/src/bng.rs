@@ -303,8 +303,9 @@ pub struct PoolSpec {
     pub gateway: String,
     #[schemars(range(min = 60, max = 31_536_000))]
     pub lease_secs: u32,
-    /// Prefixes never leased (a single address is a /32). A RADIUS Framed-IP-Address may
-    /// still give one of their addresses to its subscriber: keep fixed addresses here.
+    /// Prefixes never leased (a single address is a /32). A RADIUS Framed-IP-Address or a
+    /// subscriber record's ipv4 may still give one of their addresses to its subscriber: keep
+    /// fixed addresses here.
     #[serde(default)]
     #[schemars(length(max = 256), inner(regex(pattern = CIDR_PATTERN), length(max = 18)))]
     pub exclusions: Vec<String>,
@@ -609,7 +610,8 @@ pub struct BngStatus {
 
 /// A pool's addresses: leasable (network, broadcast, gateway and exclusions left out), in use
 /// (offered, bound, or quarantined after a DECLINE), and fixed: excluded addresses held by
-/// sessions because RADIUS assigned them (Framed-IP-Address), counted in neither of the others.
+/// sessions because RADIUS (Framed-IP-Address) or a subscriber record (`ipv4`) assigned them,
+/// counted in neither of the others.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PoolUsage {

@@ -69,7 +69,7 @@ pub fn run(server: &ServerArgs, args: StatusArgs) -> anyhow::Result<ExitCode> {
                 _ => String::new(),
             };
             let fixed = match p["fixed"].as_u64() {
-                Some(f) if f > 0 => format!(", {f} fixed (RADIUS) in its exclusions"),
+                Some(f) if f > 0 => format!(", {f} fixed in its exclusions"),
                 _ => String::new(),
             };
             println!(

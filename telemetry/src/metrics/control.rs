@@ -110,7 +110,7 @@ impl ControlMetrics {
             pool_fixed: meter
                 .u64_gauge("kbng.pool.addresses.fixed")
                 .with_unit("{address}")
-                .with_description("Excluded addresses of a pool held by sessions as fixed addresses (RADIUS Framed-IP-Address); not in limit or usage.")
+                .with_description("Excluded addresses of a pool held by sessions as fixed addresses (RADIUS Framed-IP-Address or a subscriber record's ipv4); not in limit or usage.")
                 .build(),
             pools: PlanLabels::default(),
             events: meter
