@@ -23,6 +23,9 @@ pub const ALERTED_EVENTS: &[&str] = &[
     "Framed-IP-Address unavailable",
     "Framed-Pool unknown",
     "Framed-Pool exhausted",
+    "subscriber ipv4 unavailable",
+    "subscriber pool unknown",
+    "subscriber pool exhausted",
 ];
 
 /// Entries of `Engine::counters` that are levels, not counts: exported as nothing here (the
