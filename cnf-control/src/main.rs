@@ -96,41 +96,15 @@ async fn main() -> anyhow::Result<()> {
     tracing::info!(cap = cap.max_sessions, source = ?cap.source, "licence cap");
     let mut engine = Engine::new(cfg.engine.clone(), cap, now_ns())
         .map_err(|errs| anyhow::anyhow!("pools: {errs:?}"))?;
-    if let Some(p) = &cfg.subscribers_file {
-        let text = std::fs::read_to_string(p).with_context(|| format!("{}", p.display()))?;
-        let json = p.extension().is_some_and(|e| e == "json");
-        // Not refused at start, unlike through the API: the file may outlive a plan or pool an
-        // edit removed, and a control that would not start would strand every subscriber.
-        let recs = if json {
-            kbng_control::core::aaa::parse_json(&text).unwrap_or_default()
-        } else {
-            kbng_control::core::aaa::parse_csv(&text).0
-        };
-        for row in kbng_control::core::aaa::unresolved(&recs, &cfg.engine) {
-            tracing::warn!(file = %p.display(), "subscribers: {row}");
-        }
-        let r = if json {
-            engine.subscribers.import_json(&text)
-        } else {
-            engine.subscribers.import_csv(&text)
-        };
-        let n = r.map_err(|errs| {
-            anyhow::anyhow!(
-                "{}: {}",
-                p.display(),
-                errs.iter()
-                    .map(|e| e.to_string())
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            )
-        })?;
-        tracing::info!(subscribers = n, "subscribers imported");
-    }
+    let records = match &cfg.subscribers_file {
+        Some(p) => Some((p, import_subscribers(p, &cfg, &mut engine)?)),
+        None => None,
+    };
 
     if args.check_config {
         println!(
             "kbng-control: configuration valid: {} dataplane(s) {:?}, {} plan(s), cap {} ({:?}), \
-             store {}, API {}{}",
+             store {}, API {}{}{}",
             cfg.dataplanes.len(),
             cfg.dataplanes,
             cfg.plans.len(),
@@ -138,7 +112,11 @@ async fn main() -> anyhow::Result<()> {
             engine.cap().source,
             cfg.store.display(),
             cfg.api_listen,
-            cfg.radius.as_ref().map_or(String::new(), radius_summary)
+            cfg.radius.as_ref().map_or(String::new(), radius_summary),
+            records.map_or(String::new(), |(p, n)| format!(
+                ", {n} subscriber record(s) from {}",
+                p.display()
+            ))
         );
         return Ok(());
     }
@@ -308,4 +286,41 @@ fn radius_summary(r: &kbng_control::radius::config::RadiusConfig) -> String {
         )
     });
     format!(", RADIUS {} server(s){das}", r.servers.len())
+}
+
+/// Imports the subscribers file `p` into the engine's store; the records imported.
+fn import_subscribers(
+    p: &std::path::Path,
+    cfg: &Config,
+    engine: &mut Engine,
+) -> anyhow::Result<usize> {
+    let text = std::fs::read_to_string(p).with_context(|| format!("{}", p.display()))?;
+    let json = p.extension().is_some_and(|e| e == "json");
+    // Not refused at start, unlike through the API: the file may outlive a plan or pool an
+    // edit removed, and a control that would not start would strand every subscriber.
+    let recs = if json {
+        kbng_control::core::aaa::parse_json(&text).unwrap_or_default()
+    } else {
+        kbng_control::core::aaa::parse_csv(&text).0
+    };
+    for row in kbng_control::core::aaa::unresolved(&recs, &cfg.engine) {
+        tracing::warn!(file = %p.display(), "subscribers: {row}");
+    }
+    let r = if json {
+        engine.subscribers.import_json(&text)
+    } else {
+        engine.subscribers.import_csv(&text)
+    };
+    let n = r.map_err(|errs| {
+        anyhow::anyhow!(
+            "{}: {}",
+            p.display(),
+            errs.iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("; ")
+        )
+    })?;
+    tracing::info!(subscribers = n, "subscribers imported");
+    Ok(n)
 }

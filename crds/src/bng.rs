@@ -487,13 +487,34 @@ fn default_interim_secs() -> u32 {
     300
 }
 
+/// A ConfigMap key holding subscriber records: CSV rows `mac,circuit_id,remote_id,plan[,ipv4,
+/// pool]` in a key ending `.csv`, or a JSON array of records in one ending `.json` (as
+/// `kbngctl subscribers import` takes them).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SubscribersSource {
+    #[schemars(
+        regex(pattern = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"),
+        length(min = 1, max = 253)
+    )]
+    pub config_map: String,
+    #[schemars(regex(pattern = r"^[-._a-zA-Z0-9]+\.(csv|json)$"), length(max = 253))]
+    pub key: String,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[x_kube(validation = Rule::new("self.mode == 'radius' ? has(self.radius) : !has(self.radius)").message("radius is required with mode radius and allowed only there"))]
+#[x_kube(validation = Rule::new("self.mode == 'local' || !has(self.subscribers)").message("subscribers are the local store's records; with mode radius the server decides"))]
 pub struct AaaSpec {
     pub mode: AaaMode,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub radius: Option<RadiusSpec>,
+    /// The local store's subscriber records, from a ConfigMap of the BNG's namespace. Read
+    /// when the control starts; records changed through its API are kept apart and applied
+    /// over them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subscribers: Option<SubscribersSource>,
     /// The plan of a known subscriber whose record names none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_plan: Option<LocalRef>,

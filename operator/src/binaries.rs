@@ -58,6 +58,8 @@ pub mod control {
     /// Where the RADIUS shared secret (the BNG's `aaa.radius.secretRef`) is mounted.
     pub const RADIUS_SECRET_DIR: &str = "/etc/kbng-radius";
     pub const RADIUS_SECRET_FILE: &str = "secret";
+    /// Where the ConfigMap of subscriber records (the BNG's `aaa.subscribers`) is mounted.
+    pub const SUBSCRIBERS_DIR: &str = "/etc/kbng-subscribers";
     pub const STORE_DIR: &str = "/var/lib/kbng";
     pub const STORE_FILE: &str = "sessions.redb";
     /// The control pod's HTTP API (`/v1/status`, `/v1/sessions/drain`, ...).

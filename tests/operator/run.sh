@@ -211,6 +211,14 @@ t_bad_crs_are_refused() {
   refused "leaseSyncIntervalMs above a minute" \
     "$(bng_json leasesync '.spec.dhcp.leaseSyncIntervalMs = 600000')" \
     'leaseSyncIntervalMs.*(less than or equal to 60000|should be less)' || rc=1
+  refused "subscribers with RADIUS" "$(bng_json subsradius '.spec.aaa = {"mode": "radius", "unknownSubscribers": "captive",
+      "radius": {"servers": [{"address": "192.0.2.10"}], "nasIdentifier": "lab",
+                 "secretRef": {"name": "radius-secret", "key": "secret"}},
+      "subscribers": {"configMap": "subs", "key": "subs.csv"}}')" \
+    "subscribers are the local store's records" || rc=1
+  refused "subscribers key neither .csv nor .json" \
+    "$(bng_json subskey '.spec.aaa.subscribers = {"configMap": "subs", "key": "subs.txt"}')" \
+    'aaa.subscribers.key' || rc=1
   return $rc
 }
 
@@ -628,7 +636,7 @@ run_in_pod_fs() {
 }
 
 t_real_binaries_accept_the_generated_workloads() {
-  local rc=0 b mp out radius_out='' args=()
+  local rc=0 b mp out radius_out='' subs_out='' args=()
   # On a one-node host real names NUMA node 0, which its cores are on: the dataplane accepts.
   local numa='.'
   [[ $(ls -d /sys/devices/system/node/node[0-9]* | wc -l) == 1 ]] && numa='.spec.dataplane.numaNode = 0'
@@ -648,24 +656,34 @@ t_real_binaries_accept_the_generated_workloads() {
       "radius": {"servers": [{"address": "192.0.2.10"}], "nasIdentifier": "lab", "authMethod": "chap",
                  "secretRef": {"name": "radius-secret", "key": "secret"},
                  "dynamicAuthorization": {"clients": [{"address": "192.0.2.10"}]}}}' | kubectl apply -f - || return 1
+  # A BNG whose subscriber records come from a ConfigMap: the pod mounts its key where the
+  # control's configuration names the file, and the real control reads them there.
+  k create configmap lab-subscribers --dry-run=client -o json \
+    --from-literal=records.csv="$(printf 'mac,circuit_id,remote_id,plan\n02:00:00:00:00:01,,,\n02:00:00:00:00:02,,,\n')" |
+    k apply -f - || return 1
+  bng_json subs '.spec.dataplane.workerCores = 1 |
+      .spec.aaa.subscribers = {"configMap": "lab-subscribers", "key": "records.csv"}' | kubectl apply -f - || return 1
   eventually 30 k get cm relay-control || return 1
   eventually 30 k get cm radius2-control || return 1
+  eventually 30 k get cm subs-control || return 1
   mkdir -p "$WORK/check/radius-secret" && echo testing123 >"$WORK/check/radius-secret/secret"
-  for b in real lab relay radius2; do
+  config_map_files lab-subscribers "$WORK/check/subscribers" || return 1
+  for b in real lab relay radius2 subs; do
     config_map_files "$b-control" "$WORK/check/$b" || return 1
   done
   mp=$(k get sts real-control -o json |
     jq -r '.spec.template.spec.containers[0].volumeMounts[] | select(.name == "config") | .mountPath')
   expect_eq "$mp" /etc/kbng "config mount path" || return 1
   # kbng-control: the StatefulSet's command line, the ConfigMap at its mount path.
-  for b in real lab relay radius2; do
+  for b in real lab relay radius2 subs; do
     mapfile -d '' args < <(container_args "$b-control")
     args[0]=$RELEASE_BIN/${args[0]}
     echo "+ ${args[*]} --check-config"
-    if out=$(run_in_pod_fs "$WORK/check/$b:$mp" "$WORK/check/radius-secret:/etc/kbng-radius" "$(api_token_dir)" -- \
-               "${args[@]}" --check-config 2>&1); then
+    if out=$(run_in_pod_fs "$WORK/check/$b:$mp" "$WORK/check/radius-secret:/etc/kbng-radius" "$(api_token_dir)" \
+               "$WORK/check/subscribers:/etc/kbng-subscribers" -- "${args[@]}" --check-config 2>&1); then
       echo "$out"
       [[ $b == radius2 ]] && radius_out=$out
+      [[ $b == subs ]] && subs_out=$out
       expect_match "$out" "configuration valid: 1 dataplane\\(s\\) \\[\"http://$b-dataplane-0\\.$b-dataplane\\.$NS\\.svc:50051\"\\], 2 plan\\(s\\), cap 1000" \
         "kbng-control accepts $b's generated config" || rc=1
     else
@@ -687,7 +705,13 @@ t_real_binaries_accept_the_generated_workloads() {
     '[{"containerPort":3799,"name":"radius-das","protocol":"UDP"}]' "CoA port of the control pod" || rc=1
   expect_eq "$(k get svc radius2-control -o json | jq -c '[.spec.ports[] | select(.protocol == "UDP") | {name, port}]')" \
     '[{"name":"radius-das","port":3799}]' "CoA port of the control Service" || rc=1
-  k delete bng relay radius2 --wait=false
+  expect_match "$subs_out" '2 subscriber record\(s\) from /etc/kbng-subscribers/records\.csv' \
+    "kbng-control reads the records of aaa.subscribers where its pod mounts them" || rc=1
+  expect_eq "$(k get sts subs-control -o json | jq -c '.spec.template.spec.volumes[] | select(.name == "subscribers") | .configMap | {name, items}')" \
+    '{"name":"lab-subscribers","items":[{"key":"records.csv","path":"records.csv"}]}' "subscribers ConfigMap volume" || rc=1
+  expect_eq "$(k get sts subs-control -o json | jq -c '.spec.template.spec.containers[0].volumeMounts[] | select(.name == "subscribers") | [.mountPath, .readOnly]')" \
+    '["/etc/kbng-subscribers",true]' "subscribers mount" || rc=1
+  k delete bng relay radius2 subs --wait=false
   # The check is real: an unknown field in the same file is refused, naming it.
   jq '.surprise = 1' "$WORK/check/real/control.json" >"$WORK/check/real/bad.json"
   mv "$WORK/check/real/bad.json" "$WORK/check/real/control.json"

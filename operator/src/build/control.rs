@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use kbng_crds::bng::RadiusSpec;
+use kbng_crds::bng::{RadiusSpec, SubscribersSource};
 use kbng_crds::{Bng, Licence};
 use kube::ResourceExt;
 
@@ -30,6 +30,7 @@ pub const COMPONENT: &str = "control";
 const STORE_VOLUME: &str = "session-store";
 const CONFIG_VOLUME: &str = "config";
 const RADIUS_VOLUME: &str = "radius-secret";
+const SUBSCRIBERS_VOLUME: &str = "subscribers";
 const API_TOKEN_VOLUME: &str = "api-token";
 /// On the control pod template: the hash of its configuration file. `kbng-control` reads the
 /// file at start, so a changed file must roll the pod; the session cap is a separate key it
@@ -281,6 +282,37 @@ pub fn keep_claim_templates(built: &mut StatefulSet, existing: Option<&StatefulS
         .and_then(|s| s.volume_claim_templates.as_mut());
     if let (Some(old), Some(new)) = (old, new) {
         *new = old;
+    }
+}
+
+/// Mounts the ConfigMap of `aaa.subscribers`, when there is one, where the control's
+/// configuration names its file. A ConfigMap that does not exist keeps the pod from starting
+/// (the kubelet reports it in the pod's events), as a missing RADIUS Secret does.
+pub(crate) fn mount_subscribers(sts: &mut StatefulSet, source: Option<&SubscribersSource>) {
+    let Some(source) = source else { return };
+    let Some(pod) = sts.spec.as_mut().and_then(|s| s.template.spec.as_mut()) else {
+        return;
+    };
+    pod.volumes.get_or_insert_with(Vec::new).push(Volume {
+        name: SUBSCRIBERS_VOLUME.into(),
+        config_map: Some(ConfigMapVolumeSource {
+            name: source.config_map.clone(),
+            items: Some(vec![KeyToPath {
+                key: source.key.clone(),
+                path: source.key.clone(),
+                ..KeyToPath::default()
+            }]),
+            ..ConfigMapVolumeSource::default()
+        }),
+        ..Volume::default()
+    });
+    for c in &mut pod.containers {
+        c.volume_mounts
+            .get_or_insert_with(Vec::new)
+            .push(read_only_mount(
+                SUBSCRIBERS_VOLUME,
+                control::SUBSCRIBERS_DIR,
+            ));
     }
 }
 

@@ -141,6 +141,9 @@ pub struct ControlConfig<'a> {
     pub plans: Vec<PlanFile>,
     pub default_plan: String,
     pub unknown_subscribers: &'static str,
+    /// The mounted records of `aaa.subscribers`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subscribers_file: Option<String>,
     pub option82_identity: bool,
     pub licence: LicenceFile,
     pub store: String,
@@ -219,6 +222,11 @@ pub(crate) fn render<'a>(base: &Base, inputs: &'a Inputs<'a>) -> ControlConfig<'
             UnknownSubscriberPolicy::Captive => "captive",
             UnknownSubscriberPolicy::Reject => "reject",
         },
+        subscribers_file: spec
+            .aaa
+            .subscribers
+            .as_ref()
+            .map(|s| format!("{}/{}", control::SUBSCRIBERS_DIR, s.key)),
         option82_identity: spec.dhcp.option82_identity,
         licence: LicenceFile {
             file: control::licence_path(),

@@ -86,21 +86,23 @@ pub struct Owned {
 pub fn build(inputs: &Inputs<'_>) -> Result<Owned, BuildError> {
     let base = Base::new(inputs.bng)?;
     let config_map = control::config_map(&base, inputs)?;
+    let mut control_sts = control::stateful_set(
+        &base,
+        inputs.config,
+        control::config_hash(&config_map),
+        inputs.bng.spec.dhcp.mode == kbng_crds::bng::DhcpMode::Relay,
+        inputs.bng.spec.aaa.radius.as_ref(),
+        inputs.bng.spec.dataplane.session_capacity,
+        grpc_tls_volume(inputs.bng),
+    );
+    control::mount_subscribers(&mut control_sts, inputs.bng.spec.aaa.subscribers.as_ref());
     Ok(Owned {
         service_account: control::service_account(&base),
         role: control::role(&base, inputs.bng),
         role_binding: control::role_binding(&base),
         config_map: config_map.clone(),
         service: control::service(&base, inputs.bng.spec.aaa.radius.as_ref()),
-        control: control::stateful_set(
-            &base,
-            inputs.config,
-            control::config_hash(&config_map),
-            inputs.bng.spec.dhcp.mode == kbng_crds::bng::DhcpMode::Relay,
-            inputs.bng.spec.aaa.radius.as_ref(),
-            inputs.bng.spec.dataplane.session_capacity,
-            grpc_tls_volume(inputs.bng),
-        ),
+        control: control_sts,
         dataplane: dataplane::stateful_set(&base, inputs.bng, inputs.config),
         dataplane_service: dataplane::service(&base),
         control_policy: network_policy::control(&base, inputs.bng),

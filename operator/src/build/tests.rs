@@ -386,6 +386,50 @@ fn radius_servers_and_their_mounted_secret() {
     assert!(mount.iter().any(|m| m.mount_path == "/etc/kbng-radius"));
 }
 
+/// `aaa.subscribers` mounts its ConfigMap's key read-only where `subscribersFile` names it;
+/// without it the control has neither.
+#[test]
+fn a_subscribers_configmap_is_mounted_where_the_control_reads_it() {
+    let mut bng = sample_bng();
+    let mounted = |o: &Owned| {
+        let pod = o.control.spec.clone().unwrap().template.spec.unwrap();
+        let vol = pod
+            .volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == "subscribers")
+            .and_then(|v| v.config_map.clone())
+            .map(|c| (c.name, c.items.unwrap_or_default()[0].path.clone()));
+        let mount = pod.containers[0]
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|m| m.name == "subscribers")
+            .map(|m| (m.mount_path.clone(), m.read_only));
+        (vol, mount)
+    };
+    let o = owned(&bng, &WorkloadConfig::default());
+    assert_eq!(mounted(&o), (None, None));
+    assert_eq!(control_json(&bng).get("subscribersFile"), None);
+
+    bng.spec.aaa.subscribers = Some(kbng_crds::bng::SubscribersSource {
+        config_map: "lab-subscribers".into(),
+        key: "records.csv".into(),
+    });
+    let o = owned(&bng, &WorkloadConfig::default());
+    assert_eq!(
+        mounted(&o),
+        (
+            Some(("lab-subscribers".into(), "records.csv".into())),
+            Some(("/etc/kbng-subscribers".into(), Some(true)))
+        )
+    );
+    assert_eq!(
+        control_json(&bng)["subscribersFile"],
+        "/etc/kbng-subscribers/records.csv"
+    );
+}
+
 /// `bng` authorised by one RADIUS server, taking CoA and Disconnect as `das` says.
 fn radius_with_das(bng: &mut Bng, das: serde_json::Value) {
     bng.spec.aaa.mode = kbng_crds::bng::AaaMode::Radius;
