@@ -328,13 +328,18 @@ async fn import(
     } else {
         body
     };
-    let unknown = unknown_references(&s, &body, json);
+    // Parsed here, once, off the engine task (which serves DHCP meanwhile).
+    let (rows, errors) = crate::core::aaa::parse(&body, json);
+    // Rows naming a plan or a pool the control does not serve, or asking for an address in
+    // none of its pools: the store would accept them and admit those subscribers on no plan,
+    // or in the walled garden on every attempt. Syntax errors are left to the store's checks.
+    let unknown = crate::core::aaa::unresolved(&rows, &s.cfg.engine);
     if !unknown.is_empty() {
         return Err((StatusCode::BAD_REQUEST, Json(json!({ "errors": unknown }))));
     }
     match ask(&s, |reply| ApiCmd::ImportSubscribers {
-        text: body,
-        json,
+        rows,
+        errors,
         reply,
     })
     .await?
@@ -342,18 +347,6 @@ async fn import(
         Ok(n) => Ok(Json(json!({ "imported": n })).into_response()),
         Err(errors) => Err((StatusCode::BAD_REQUEST, Json(json!({ "errors": errors })))),
     }
-}
-
-/// Rows naming a plan or a pool the control does not serve, or asking for an address in none
-/// of its pools (the store would accept them and admit those subscribers on no plan, or in
-/// the walled garden on every attempt). Syntax errors are left to the store's own checks.
-fn unknown_references(s: &ApiState, body: &str, json: bool) -> Vec<String> {
-    let recs = if json {
-        crate::core::aaa::parse_json(body).unwrap_or_default()
-    } else {
-        crate::core::aaa::parse_csv(body).0
-    };
-    crate::core::aaa::unresolved(&recs, &s.cfg.engine)
 }
 
 async fn show_subscriber(State(s): State<ApiState>, Path(mac): Path<String>) -> ApiResult {

@@ -296,31 +296,25 @@ fn import_subscribers(
 ) -> anyhow::Result<usize> {
     let text = std::fs::read_to_string(p).with_context(|| format!("{}", p.display()))?;
     let json = p.extension().is_some_and(|e| e == "json");
+    let (rows, errors) = kbng_control::core::aaa::parse(&text, json);
     // Not refused at start, unlike through the API: the file may outlive a plan or pool an
     // edit removed, and a control that would not start would strand every subscriber.
-    let recs = if json {
-        kbng_control::core::aaa::parse_json(&text).unwrap_or_default()
-    } else {
-        kbng_control::core::aaa::parse_csv(&text).0
-    };
-    for row in kbng_control::core::aaa::unresolved(&recs, &cfg.engine) {
+    for row in kbng_control::core::aaa::unresolved(&rows, &cfg.engine) {
         tracing::warn!(file = %p.display(), "subscribers: {row}");
     }
-    let r = if json {
-        engine.subscribers.import_json(&text)
-    } else {
-        engine.subscribers.import_csv(&text)
-    };
-    let n = r.map_err(|errs| {
-        anyhow::anyhow!(
-            "{}: {}",
-            p.display(),
-            errs.iter()
-                .map(|e| e.to_string())
-                .collect::<Vec<_>>()
-                .join("; ")
-        )
-    })?;
+    let n = engine
+        .subscribers
+        .import_rows(rows, errors)
+        .map_err(|errs| {
+            anyhow::anyhow!(
+                "{}: {}",
+                p.display(),
+                errs.iter()
+                    .map(|e| e.to_string())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )
+        })?;
     tracing::info!(subscribers = n, "subscribers imported");
     Ok(n)
 }

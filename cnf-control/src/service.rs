@@ -16,7 +16,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use crate::commit::{Committer, Effects};
 use crate::config::Config;
 use crate::core::SessionId;
-use crate::core::aaa::{SubscriberRecord, format_mac, parse_csv, parse_json, parse_mac};
+use crate::core::aaa::{AaaError, SubscriberRecord, format_mac, parse_mac};
 use crate::core::engine::{DpSession, Engine, Output, Session, dp_session};
 use crate::core::licence::Cap;
 use crate::dataplane::{DpCmd, DpEvent};
@@ -169,8 +169,9 @@ pub enum ApiCmd {
         reply: oneshot::Sender<Vec<DpSession>>,
     },
     ImportSubscribers {
-        text: String,
-        json: bool,
+        rows: Vec<(usize, SubscriberRecord)>,
+        /// Of the rows that did not parse.
+        errors: Vec<AaaError>,
         reply: oneshot::Sender<Result<usize, Vec<String>>>,
     },
     RemoveSubscriber {
@@ -519,17 +520,16 @@ impl Running {
                 }));
             }
             // Kept in the store, and answered once kept: a restart keeps what the API did.
-            ApiCmd::ImportSubscribers { text, json, reply } => {
-                let (recs, errors) = if json {
-                    parse_json(&text).map_or_else(|e| (Vec::new(), e), |r| (r, Vec::new()))
-                } else {
-                    parse_csv(&text)
-                };
-                let kept: Vec<StoreOp> = recs
+            ApiCmd::ImportSubscribers {
+                rows,
+                errors,
+                reply,
+            } => {
+                let kept: Vec<StoreOp> = rows
                     .iter()
                     .map(|(_, r)| StoreOp::Subscriber(SubscriberChange::Added(r.clone())))
                     .collect();
-                let r = self.engine.subscribers.import_rows(recs, errors);
+                let r = self.engine.subscribers.import_rows(rows, errors);
                 if r.is_ok() {
                     b.store.extend(kept);
                 }

@@ -330,6 +330,16 @@ pub fn unresolved(
     out
 }
 
+/// The records of `text`, CSV or (`json`) a JSON array, with their row numbers, and the
+/// errors of what did not parse: what [`SubscriberStore::import_rows`] takes.
+pub fn parse(text: &str, json: bool) -> (Vec<(usize, SubscriberRecord)>, Vec<AaaError>) {
+    if json {
+        parse_json(text).map_or_else(|e| (Vec::new(), e), |r| (r, Vec::new()))
+    } else {
+        parse_csv(text)
+    }
+}
+
 /// The records of a JSON array with their row numbers (from 1).
 pub fn parse_json(text: &str) -> Result<Vec<(usize, SubscriberRecord)>, Vec<AaaError>> {
     let recs: Vec<SubscriberRecord> =
