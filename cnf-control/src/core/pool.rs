@@ -84,8 +84,7 @@ impl Pool {
         }
         let base = u32::from(config.network) & mask(len);
         let size = 1u32 << (32 - len);
-        let inside = |ip: u32| ip & mask(len) == base;
-        if !inside(u32::from(config.gateway)) {
+        if !config.contains(config.gateway) {
             return Err(PoolError::GatewayOutside {
                 pool: config.name.clone(),
                 gateway: config.gateway,
@@ -99,7 +98,7 @@ impl Pool {
         blocked[(u32::from(config.gateway) - base) as usize] = true;
         for (ip, elen) in &config.exclusions {
             let start = u32::from(*ip) & mask(*elen);
-            if *elen < len || !inside(start) {
+            if *elen < len || !config.contains(Ipv4Addr::from(start)) {
                 return Err(PoolError::ExclusionOutside {
                     pool: config.name.clone(),
                     ip: *ip,
@@ -127,13 +126,13 @@ impl Pool {
     }
 
     fn offset(&self, ip: Ipv4Addr) -> Option<usize> {
-        let v = u32::from(ip);
-        (v & mask(self.config.prefix_len) == self.base).then(|| (v - self.base) as usize)
+        self.contains(ip)
+            .then(|| (u32::from(ip) - self.base) as usize)
     }
 
     /// Whether `ip` belongs to this pool's prefix.
     pub fn contains(&self, ip: Ipv4Addr) -> bool {
-        self.offset(ip).is_some()
+        self.config.contains(ip)
     }
 
     /// Take the oldest free address.
