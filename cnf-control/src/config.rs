@@ -200,6 +200,10 @@ pub struct ConfigFile {
     /// CSV (`mac,circuit_id,remote_id,plan[,ipv4,pool]`) or JSON (by extension).
     #[serde(default)]
     pub subscribers_file: Option<PathBuf>,
+    /// Seconds between reads of `subscribersFile`: a changed file replaces the records without
+    /// a restart (a ConfigMap the kubelet updates).
+    #[serde(default = "default_subscribers_recheck_secs")]
+    pub subscribers_recheck_secs: u32,
     #[serde(default)]
     pub licence: Option<LicenceFile>,
     pub store: PathBuf,
@@ -227,6 +231,13 @@ pub struct ConfigFile {
     pub relay: Option<crate::relay::config::RelayFile>,
 }
 
+fn default_subscribers_recheck_secs() -> u32 {
+    10
+}
+
+/// The longest `subscribersRecheckSecs`: an hour, so an edit never waits longer than that.
+const MAX_SUBSCRIBERS_RECHECK_SECS: u32 = 3600;
+
 fn default_unknown() -> UnknownPolicy {
     UnknownPolicy::Captive
 }
@@ -244,6 +255,8 @@ pub struct Config {
     pub engine: EngineConfig,
     pub plans: Vec<Plan>,
     pub subscribers_file: Option<PathBuf>,
+    /// How often `subscribers_file` is read for changes.
+    pub subscribers_recheck: std::time::Duration,
     pub cap_file: Option<PathBuf>,
     pub licence_grant: Option<GrantConfig>,
     pub store: PathBuf,
@@ -460,6 +473,12 @@ impl ConfigFile {
                 self.store_sync_interval_ms
             ));
         }
+        if !(1..=MAX_SUBSCRIBERS_RECHECK_SECS).contains(&self.subscribers_recheck_secs) {
+            problems.push(format!(
+                "subscribersRecheckSecs: {} not in 1..={MAX_SUBSCRIBERS_RECHECK_SECS}",
+                self.subscribers_recheck_secs
+            ));
+        }
         if self.max_sessions_per_line == 0 {
             problems
                 .push("maxSessionsPerLine: must be at least 1 (0 refuses every subscriber)".into());
@@ -495,6 +514,9 @@ impl ConfigFile {
             },
             plans: checked_plans,
             subscribers_file: self.subscribers_file,
+            subscribers_recheck: std::time::Duration::from_secs(u64::from(
+                self.subscribers_recheck_secs,
+            )),
             cap_file: self.licence.and_then(|l| l.cap_file),
             licence_grant,
             store: self.store,
@@ -599,6 +621,24 @@ walledGarden: {portalUrl: "http://192.0.2.80/", allowed: [{prefix: 192.0.2.80/32
         );
         let p = with("storeSyncIntervalMs: 60001").unwrap_err();
         assert!(p.iter().any(|e| e.contains("storeSyncIntervalMs")), "{p:?}");
+    }
+
+    #[test]
+    fn subscribers_recheck_defaults_to_ten_seconds_and_refuses_zero_and_over_an_hour() {
+        let with = |extra: &str| {
+            let f: ConfigFile = serde_yaml_ng::from_str(&format!("{GOOD}\n{extra}\n")).unwrap();
+            f.validate()
+        };
+        let secs = |c: Config| c.subscribers_recheck.as_secs();
+        assert_eq!(secs(with("").unwrap()), 10);
+        assert_eq!(secs(with("subscribersRecheckSecs: 2").unwrap()), 2);
+        for bad in ["0", "3601"] {
+            let p = with(&format!("subscribersRecheckSecs: {bad}")).unwrap_err();
+            assert!(
+                p.iter().any(|e| e.starts_with("subscribersRecheckSecs")),
+                "{p:?}"
+            );
+        }
     }
 
     #[test]

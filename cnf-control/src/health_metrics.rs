@@ -62,6 +62,7 @@ impl HealthFeed {
             }
             m.add_store_errors(0);
         }
+        m.set_subscribers(engine.subscribers.len() as u64);
         for p in engine.pool_usage() {
             m.set_pool(&p.name, p.leasable.into(), p.in_use.into(), p.fixed.into());
         }
@@ -90,6 +91,13 @@ pub fn dataplane_connected(index: u32, connected: bool) {
 pub fn dataplane_tls_expiry(file: &'static str, not_after_unix_secs: i64) {
     if let Some(m) = observe::metrics() {
         m.set_dataplane_tls_expiry(file, not_after_unix_secs);
+    }
+}
+
+/// Whether the subscribers file now holds a content the control rejected.
+pub fn subscribers_file_rejected(rejected: bool) {
+    if let Some(m) = observe::metrics() {
+        m.set_subscribers_file_rejected(rejected);
     }
 }
 

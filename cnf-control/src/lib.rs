@@ -34,3 +34,4 @@ pub mod radius;
 pub mod relay;
 pub mod service;
 pub mod store;
+pub mod subscribers_file;

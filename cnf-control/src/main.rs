@@ -113,7 +113,7 @@ async fn main() -> anyhow::Result<()> {
             cfg.store.display(),
             cfg.api_listen,
             cfg.radius.as_ref().map_or(String::new(), radius_summary),
-            records.map_or(String::new(), |(p, n)| format!(
+            records.map_or(String::new(), |(p, (n, _))| format!(
                 ", {n} subscriber record(s) from {}",
                 p.display()
             ))
@@ -127,6 +127,10 @@ async fn main() -> anyhow::Result<()> {
         .with_context(|| format!("{}", cfg.store.display()))?;
     let (changes, mut bad) = store.subscriber_changes()?;
     let kept = changes.len();
+    // Kept beside the store too when there is a file: a changed file is laid under them again.
+    let subscriber_overlay = records
+        .is_some()
+        .then(|| subscribers::Overlay::new(changes.iter().cloned()));
     bad.extend(subscribers::apply(changes, &mut engine.subscribers));
     for problem in &bad {
         tracing::warn!("subscribers: {problem}");
@@ -215,7 +219,16 @@ async fn main() -> anyhow::Result<()> {
         watch: watch_tx.clone(),
         cfg: Arc::clone(&cfg),
         relay,
+        subscriber_overlay,
     };
+    if let Some((path, (_, digest))) = records {
+        tokio::spawn(kbng_control::subscribers_file::watch(
+            path.clone(),
+            Arc::clone(&cfg),
+            digest,
+            api_tx.clone(),
+        ));
+    }
     let engine_task = tokio::spawn(task.run());
 
     let state = ApiState {
@@ -288,33 +301,20 @@ fn radius_summary(r: &kbng_control::radius::config::RadiusConfig) -> String {
     format!(", RADIUS {} server(s){das}", r.servers.len())
 }
 
-/// Imports the subscribers file `p` into the engine's store; the records imported.
+/// Reads the subscribers file `p` into the engine's store: the records imported and the
+/// digest of what was read (the watch for changes starts from it). A file that cannot be
+/// used stops the start, naming its rows.
 fn import_subscribers(
     p: &std::path::Path,
     cfg: &Config,
     engine: &mut Engine,
-) -> anyhow::Result<usize> {
-    let text = std::fs::read_to_string(p).with_context(|| format!("{}", p.display()))?;
-    let json = p.extension().is_some_and(|e| e == "json");
-    let (rows, errors) = kbng_control::core::aaa::parse(&text, json);
-    // Not refused at start, unlike through the API: the file may outlive a plan or pool an
-    // edit removed, and a control that would not start would strand every subscriber.
-    for row in kbng_control::core::aaa::unresolved(&rows, &cfg.engine) {
+) -> anyhow::Result<(usize, Option<u64>)> {
+    let reading = kbng_control::subscribers_file::read(p, &cfg.engine);
+    let loaded = reading.loaded.map_err(|e| anyhow::anyhow!(e))?;
+    for row in &loaded.unresolved {
         tracing::warn!(file = %p.display(), "subscribers: {row}");
     }
-    let n = engine
-        .subscribers
-        .import_rows(rows, errors)
-        .map_err(|errs| {
-            anyhow::anyhow!(
-                "{}: {}",
-                p.display(),
-                errs.iter()
-                    .map(|e| e.to_string())
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            )
-        })?;
-    tracing::info!(subscribers = n, "subscribers imported");
-    Ok(n)
+    engine.subscribers = loaded.store;
+    tracing::info!(subscribers = loaded.records, "subscribers imported");
+    Ok((loaded.records, reading.digest))
 }

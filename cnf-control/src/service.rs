@@ -20,7 +20,7 @@ use crate::core::aaa::{AaaError, SubscriberRecord, format_mac, parse_mac};
 use crate::core::engine::{DpSession, Engine, Output, Session, dp_session};
 use crate::core::licence::Cap;
 use crate::dataplane::{DpCmd, DpEvent};
-use crate::store::subscribers::SubscriberChange;
+use crate::store::subscribers::{Overlay, SubscriberChange};
 use crate::store::{Store, StoreOp};
 
 pub use crate::clock::now_ns;
@@ -182,6 +182,9 @@ pub enum ApiCmd {
         mac: String,
         reply: oneshot::Sender<Result<Option<SubscriberRecord>, String>>,
     },
+    /// The subscribers file changed (`crate::subscribers_file::watch`): its new records, or
+    /// why they cannot be used.
+    ReloadSubscribers(Result<crate::subscribers_file::Loaded, String>),
     ChangePlan {
         id: SessionId,
         plan: String,
@@ -203,6 +206,9 @@ pub struct EngineTask {
     pub cfg: Arc<Config>,
     /// Relay mode: the socket to the DHCP servers.
     pub relay: Option<crate::relay::RelayLink>,
+    /// With a subscribers file: the API's changes kept in the store, to lay over the file
+    /// whenever it changes (`None` without a file).
+    pub subscriber_overlay: Option<Overlay>,
 }
 
 /// The engine task once started: the commit stage owns the store and the way out.
@@ -217,6 +223,7 @@ struct Running {
     /// For frames that need not wait for the commit stage (see [`Running::send_early`]).
     dps: Vec<mpsc::UnboundedSender<DpCmd>>,
     health: crate::health_metrics::HealthFeed,
+    subscriber_overlay: Option<Overlay>,
 }
 
 type Batch = Effects;
@@ -233,6 +240,7 @@ impl EngineTask {
             watch,
             cfg,
             relay,
+            subscriber_overlay,
         } = self;
         let committer = match Committer::start(Arc::new(store), dps.clone(), watch) {
             Ok(c) => c,
@@ -251,6 +259,7 @@ impl EngineTask {
             committer,
             dps,
             health: Default::default(),
+            subscriber_overlay,
         }
         .run()
         .await
@@ -525,13 +534,15 @@ impl Running {
                 errors,
                 reply,
             } => {
-                let kept: Vec<StoreOp> = rows
+                let kept: Vec<SubscriberChange> = rows
                     .iter()
-                    .map(|(_, r)| StoreOp::Subscriber(SubscriberChange::Added(r.clone())))
+                    .map(|(_, r)| SubscriberChange::Added(r.clone()))
                     .collect();
                 let r = self.engine.subscribers.import_rows(rows, errors);
                 if r.is_ok() {
-                    b.store.extend(kept);
+                    for c in kept {
+                        self.keep_subscriber_change(c, b);
+                    }
                 }
                 let r = r.map_err(|errs| errs.iter().map(|e| e.to_string()).collect());
                 b.replies.push(Box::new(move || {
@@ -550,8 +561,7 @@ impl Running {
                     .map(|m| {
                         let removed = self.engine.subscribers.remove_mac(&m);
                         if removed {
-                            b.store
-                                .push(StoreOp::Subscriber(SubscriberChange::RemovedMac(m)));
+                            self.keep_subscriber_change(SubscriberChange::RemovedMac(m), b);
                         }
                         removed
                     });
@@ -559,6 +569,7 @@ impl Running {
                     let _ = reply.send(r);
                 }));
             }
+            ApiCmd::ReloadSubscribers(loaded) => self.reload_subscribers(loaded),
             ApiCmd::ChangePlan { id, plan, reply } => {
                 let r = self.engine.change_plan(id, &plan, now);
                 let r = r.map(|out| self.outputs(out, b));
@@ -567,6 +578,43 @@ impl Running {
                 }));
             }
         }
+    }
+}
+
+impl Running {
+    /// In the store with `b`, and in the overlay a reread file must not undo.
+    fn keep_subscriber_change(&mut self, c: SubscriberChange, b: &mut Batch) {
+        if let Some(o) = &mut self.subscriber_overlay {
+            o.note(c.clone());
+        }
+        b.store.push(StoreOp::Subscriber(c));
+    }
+
+    fn reload_subscribers(&mut self, loaded: Result<crate::subscribers_file::Loaded, String>) {
+        let mut loaded = match loaded {
+            Ok(l) => l,
+            Err(problem) => {
+                tracing::error!(
+                    "subscribers file changed but cannot be used; the records in force stay: \
+                     {problem}"
+                );
+                self.engine.subscribers_file_rejected();
+                return;
+            }
+        };
+        for row in &loaded.unresolved {
+            tracing::warn!("subscribers: {row}");
+        }
+        let overlay = self.subscriber_overlay.get_or_insert_with(Overlay::default);
+        for problem in overlay.apply_to(&mut loaded.store) {
+            tracing::warn!("subscribers: {problem}");
+        }
+        tracing::info!(
+            records = loaded.records,
+            api_changes = overlay.len(),
+            "subscribers file changed: its records are in force, with the API's changes over them"
+        );
+        self.engine.replace_subscribers(loaded.store);
     }
 }
 

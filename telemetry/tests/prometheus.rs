@@ -118,6 +118,8 @@ async fn metrics_endpoint_serves_valid_prometheus_text() {
     control.add_reconciled(0, 2, 1, 0);
     control.set_dataplane_tls_expiry("cert", 1_796_413_675);
     control.set_clock_offset(-2.5);
+    control.set_subscribers(100_000);
+    control.set_subscribers_file_rejected(true);
     let operator = OperatorMetrics::new(&meter);
     operator.record_reconcile("BNG", Outcome::Ok, Duration::from_millis(30));
     let licence = |valid, expires_unix_secs| {
@@ -169,6 +171,8 @@ async fn metrics_endpoint_serves_valid_prometheus_text() {
         r#"kbng_control_reconcile_sessions_total{dataplane="0",kind="mismatch"} 0"#,
         r#"kbng_control_dataplane_tls_expiry_timestamp_seconds{file="cert"} 1796413675"#,
         "kbng_control_clock_offset_seconds -2.5",
+        "kbng_control_subscribers 100000",
+        "kbng_control_subscribers_file_rejected 1",
         r#"kbng_operator_reconcile_duration_seconds_count{kind="BNG",result="ok"} 1"#,
         "# TYPE kbng_licence_expiry_timestamp_seconds gauge",
         r#"kbng_licence_expiry_timestamp_seconds{bng="bng/a"} 1798761600"#,

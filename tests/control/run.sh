@@ -83,6 +83,7 @@ plans: [{name: gold, id: 10, rateBps: 100000000}, {name: bronze, id: 11, rateBps
 defaultPlan: gold
 unknownSubscribers: captive
 subscribersFile: $tmp/subscribers.csv
+subscribersRecheckSecs: 1
 licence: {capFile: $tmp/cap}
 store: $tmp/sessions.redb
 apiListen: "$api"
@@ -346,6 +347,42 @@ if [[ $gone3 == "removed 02:00:00:00:01:03" && ${s8:-} == *'"ipv4":"100.64.0.3"'
     ${s4:-} == *'"plan":"gold"'* ]] && grep -q "subscriber changes made through the API applied over the file" "$tmp/control.log"; then
     ok "subscriber_changes_through_the_api_outlive_a_restart (c8's record kept, c3's removal kept over the file, the file's others back)"; else
     bad subscriber_changes_through_the_api_outlive_a_restart "before=$gone3 c8=${s8:-} c3=${s3:-} c4=${s4:-}"; fi
+
+# ---- the subscribers file edited under the running control, replaced whole as the kubelet
+# replaces a mounted ConfigMap: a bad edit changes nothing and is reported; a good one is in
+# force within seconds (c9, unknown before, gets its plan), with the API's changes kept over it
+replace_subscribers() { cat >"$tmp/subscribers.next" && mv "$tmp/subscribers.next" "$tmp/subscribers.csv"; }
+wait_counter() { # name, at least; up to 10 s
+    local i
+    for i in $(seq 50); do (($(counter "$1") >= $2)) && return 0; sleep 0.2; done
+    return 1
+}
+rejected0=$(counter "subscribers file rejected"); reloaded0=$(counter "subscribers file reloaded")
+cp "$tmp/subscribers.csv" "$tmp/subscribers.before"
+{ cat "$tmp/subscribers.before"; echo "02:00:00:00:01:09,,,bronze"; echo "02:00:00:zz:01:0a,,,gold"; } | replace_subscribers
+wait_counter "subscribers file rejected" $((rejected0 + 1))
+sleep 1.5 # a second read of the same bad content: reported once, still marked rejected
+rejected=$(($(counter "subscribers file rejected") - rejected0)); m_rejected=$(metric kbng_control_subscribers_file_rejected)
+s9_bad=$(kbngctl subscribers show 02:00:00:00:01:09 2>&1)
+sed -e 's/^02:00:00:00:01:04,,,gold$/02:00:00:00:01:04,,,bronze/' "$tmp/subscribers.before" |
+    { cat; echo "02:00:00:00:01:09,,,bronze"; } | replace_subscribers
+wait_counter "subscribers file reloaded" $((reloaded0 + 1))
+m_cleared=$(metric kbng_control_subscribers_file_rejected); m_records=$(metric kbng_control_subscribers)
+s4=$(kbngctl subscribers show 02:00:00:00:01:04 -o json 2>&1)
+s3=$(kbngctl subscribers show 02:00:00:00:01:03 2>&1)
+s8=$(kbngctl subscribers show 02:00:00:00:01:08 -o json 2>&1)
+client c9 02:00:00:00:01:09
+inns c9 timeout 30 udhcpc -i e0 -n -q -f -s /etc/udhcpc/default.script >>"$tmp/clients.log" 2>&1
+ip9=$(addr_of c9)
+c9=$(apiget "/v1/sessions?ip=$ip9" | jq_py '"%s plan %s" % (d["sessions"][0]["state"], d["sessions"][0]["planId"])' 2>/dev/null)
+if [[ $rejected == 1 && $m_rejected == 1 && $s9_bad == *"404 Not Found"* ]] &&
+    grep -q "subscribers file changed but cannot be used.*row 49" "$tmp/control.log"; then
+    ok "a_bad_subscribers_file_edit_changes_nothing_and_is_reported (counted once, gauge 1, row named)"; else
+    bad a_bad_subscribers_file_edit_changes_nothing_and_is_reported "rejected=$rejected gauge=$m_rejected c9=$s9_bad $(grep 'cannot be used' "$tmp/control.log" | tail -1)"; fi
+if [[ $m_cleared == 0 && ${s4:-} == *'"plan":"bronze"'* && ${s3:-} == *"404 Not Found"* && ${s8:-} == *'"ipv4":"100.64.0.3"'* &&
+    -n $ip9 && ${c9:-} == "active plan 11" ]] && reach c9; then
+    ok "a_subscribers_file_edit_is_in_force_without_a_restart (c9 active on bronze at $ip9, c4 now bronze, the API's changes kept, $m_records records)"; else
+    bad a_subscribers_file_edit_is_in_force_without_a_restart "gauge=$m_cleared c4=${s4:-} c3=${s3:-} c8=${s8:-} ip9=$ip9 c9=${c9:-none}"; fi
 
 # ---- a dataplane restarted with room for fewer sessions than the control holds: the control
 # keeps what fits, ends the rest, stays connected, and turns new subscribers away

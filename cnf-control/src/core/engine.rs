@@ -290,6 +290,18 @@ impl Engine {
         *self.counters.entry(what).or_default() += 1;
     }
 
+    /// Puts `subs` in force (a changed subscribers file, the API's changes laid over it):
+    /// from now on, admissions look there; sessions admitted keep their grant.
+    pub fn replace_subscribers(&mut self, subs: SubscriberStore) {
+        self.subscribers = subs;
+        self.count("subscribers file reloaded");
+    }
+
+    /// A changed subscribers file that cannot be used: counted, the store in force stays.
+    pub fn subscribers_file_rejected(&mut self) {
+        self.count("subscribers file rejected");
+    }
+
     pub fn counters(&self) -> Vec<(&'static str, u64)> {
         let mut v: Vec<_> = self.counters.iter().map(|(k, v)| (*k, *v)).collect();
         v.sort_unstable_by_key(|(k, _)| *k);

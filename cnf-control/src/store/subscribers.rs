@@ -2,13 +2,19 @@
 //! that a restart does not forget them. The subscribers file is imported at every start; the
 //! kept changes are applied over it, each key holding its latest change: an added or replaced
 //! record, or the removal of a MAC's record (kept as such, so that a row of the file removed
-//! through the API stays removed).
+//! through the API stays removed). While the control runs, the same changes are laid over the
+//! file again whenever it changes ([`Overlay`], `crate::subscribers_file`).
+
+use std::collections::BTreeMap;
 
 use crate::core::MacAddr;
 use crate::core::aaa::{SubscriberRecord, SubscriberStore, parse_mac};
 
 /// Apply kept `changes` over `subs` (loaded from the file); returns what could not be applied.
-pub fn apply(changes: Vec<SubscriberChange>, subs: &mut SubscriberStore) -> Vec<String> {
+pub fn apply(
+    changes: impl IntoIterator<Item = SubscriberChange>,
+    subs: &mut SubscriberStore,
+) -> Vec<String> {
     let mut problems = Vec::new();
     for change in changes {
         match change {
@@ -23,6 +29,41 @@ pub fn apply(changes: Vec<SubscriberChange>, subs: &mut SubscriberStore) -> Vec<
         }
     }
     problems
+}
+
+/// The API's changes in force, one per key as the store keeps them: what a reread file must
+/// not undo.
+#[derive(Debug, Default)]
+pub struct Overlay(BTreeMap<Vec<u8>, SubscriberChange>);
+
+impl Overlay {
+    pub fn new(changes: impl IntoIterator<Item = SubscriberChange>) -> Overlay {
+        let mut o = Overlay::default();
+        for c in changes {
+            o.note(c);
+        }
+        o
+    }
+
+    /// A change made through the API (one the store would refuse is not kept there either).
+    pub fn note(&mut self, change: SubscriberChange) {
+        if let Some(k) = change.key() {
+            self.0.insert(k, change);
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Lays the changes over `subs` (a file just read); what could not be applied.
+    pub fn apply_to(&self, subs: &mut SubscriberStore) -> Vec<String> {
+        apply(self.0.values().cloned(), subs)
+    }
 }
 
 /// One change to the subscriber store.
@@ -143,6 +184,34 @@ mod tests {
             subs.remove_mac(&[2, 0, 0, 0, 0, 3]),
             "added through the API"
         );
+    }
+
+    #[test]
+    fn the_overlay_keeps_each_keys_latest_change_for_every_reread_of_the_file() {
+        let mut o = Overlay::new(vec![SubscriberChange::RemovedMac([2, 0, 0, 0, 0, 1])]);
+        o.note(SubscriberChange::Added(record(
+            Some("02:00:00:00:00:01"),
+            None,
+        )));
+        o.note(SubscriberChange::RemovedMac([2, 0, 0, 0, 0, 2]));
+        o.note(SubscriberChange::Added(record(Some("zz"), None)));
+        assert_eq!(o.len(), 2, "one per key, the refused one not kept");
+        for _ in 0..2 {
+            let mut subs = SubscriberStore::default();
+            subs.import_csv("02:00:00:00:00:02,,,gold\n02:00:00:00:00:03,,,gold\n")
+                .unwrap();
+            assert!(o.apply_to(&mut subs).is_empty());
+            let rec = subs.by_mac(&[2, 0, 0, 0, 0, 1]).cloned();
+            assert_eq!(
+                rec.and_then(|r| r.ipv4),
+                Some("100.64.0.9".parse().unwrap())
+            );
+            assert!(
+                subs.by_mac(&[2, 0, 0, 0, 0, 2]).is_none(),
+                "removed through the API"
+            );
+            assert!(subs.by_mac(&[2, 0, 0, 0, 0, 3]).is_some(), "the file's");
+        }
     }
 
     #[test]

@@ -54,6 +54,8 @@ pub struct ControlMetrics {
     reconciled: Counter<u64>,
     dp_tls_expiry: Gauge<i64>,
     clock_offset: Gauge<f64>,
+    subscribers: Gauge<u64>,
+    subscribers_file_rejected: Gauge<u64>,
 }
 
 impl ControlMetrics {
@@ -147,6 +149,15 @@ impl ControlMetrics {
                 .with_unit("s")
                 .with_description("How far the host's wall clock is ahead of the control's time (negative: behind). After a step of the host's clock the control's time slews toward it at most 10% fast or slow, so leases do not move at once; this is what is left to absorb.")
                 .build(),
+            subscribers: meter
+                .u64_gauge("kbng.control.subscribers")
+                .with_unit("{record}")
+                .with_description("Local subscriber records in force: the subscribers file's, with the changes made through the API over them.")
+                .build(),
+            subscribers_file_rejected: meter
+                .u64_gauge("kbng.control.subscribers.file.rejected")
+                .with_description("1 while the subscribers file holds a content the control could not use (the records read before stay in force), else 0.")
+                .build(),
         }
     }
 
@@ -229,6 +240,17 @@ impl ControlMetrics {
     pub fn set_dataplane_tls_expiry(&self, file: &'static str, not_after_unix_secs: i64) {
         self.dp_tls_expiry
             .record(not_after_unix_secs, &[KeyValue::new("file", file)]);
+    }
+
+    /// Local subscriber records in force.
+    pub fn set_subscribers(&self, records: u64) {
+        self.subscribers.record(records, &[]);
+    }
+
+    /// Whether the subscribers file now holds a content the control rejected.
+    pub fn set_subscribers_file_rejected(&self, rejected: bool) {
+        self.subscribers_file_rejected
+            .record(u64::from(rejected), &[]);
     }
 
     /// The host's wall clock is `secs` ahead of the control's time.

@@ -27,6 +27,8 @@
 //! | `kbng.control.reconcile.sessions` | `kbng_control_reconcile_sessions_total` | `dataplane`, `kind` |
 //! | `kbng.control.dataplane.tls.expiry_timestamp` (s) | `kbng_control_dataplane_tls_expiry_timestamp_seconds` | `file` |
 //! | `kbng.control.clock.offset` (s) | `kbng_control_clock_offset_seconds` | - |
+//! | `kbng.control.subscribers` | `kbng_control_subscribers` | - |
+//! | `kbng.control.subscribers.file.rejected` | `kbng_control_subscribers_file_rejected` | - |
 //! | `kbng.dataplane.packets` | `kbng_dataplane_packets_total` | `worker`, `direction` |
 //! | `kbng.dataplane.io` (By) | `kbng_dataplane_io_bytes_total` | `worker`, `direction` |
 //! | `kbng.dataplane.drops` | `kbng_dataplane_drops_total` | `worker`, `node`, `reason` |
