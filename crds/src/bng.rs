@@ -511,8 +511,9 @@ pub struct AaaSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub radius: Option<RadiusSpec>,
     /// The local store's subscriber records, from a ConfigMap of the BNG's namespace. Read
-    /// when the control starts; records changed through its API are kept apart and applied
-    /// over them.
+    /// when the control starts and again when the mounted file changes (an edit is in force
+    /// without a restart; one that does not parse changes nothing and is alerted); records
+    /// changed through its API are kept apart and applied over them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subscribers: Option<SubscribersSource>,
     /// The plan of a known subscriber whose record names none.
