@@ -16,14 +16,17 @@
 //! | GET | /v1/dataplanes/{i}/counters | that dataplane's node counters |
 //! | GET | /v1/audit | a fresh comparison with every dataplane (leaks, orphans) |
 //! | POST | /v1/subscribers?format=csv\|json | bulk import; a JSON object adds one record |
+//! | GET | /v1/subscribers?after=&limit= | a page of records; `next` (a cursor) absent at the end |
 //! | GET | /v1/subscribers/{mac} | the record of a MAC |
 //! | DELETE | /v1/subscribers/{mac} | remove one |
+//! | GET, DELETE | /v1/subscribers/option82?circuitId=&remoteId= | the same for a record keyed by option 82 |
 //!
 //! HTTP/JSON rather than gRPC: operators and scripts reach it with curl, and a watch is a plain
 //! chunked response. `cnf-control/API.md` documents the fields clients rely on.
 
 pub mod auth;
 mod status;
+mod subscribers;
 
 use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex};
@@ -301,75 +304,6 @@ async fn watch(State(s): State<ApiState>) -> Response {
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ImportQuery {
-    format: Option<String>,
-}
-
-async fn import(
-    State(s): State<ApiState>,
-    Query(q): Query<ImportQuery>,
-    body: String,
-) -> ApiResult {
-    let json = match q.format.as_deref() {
-        None | Some("csv") => false,
-        Some("json") => true,
-        Some(f) => {
-            return Err(err(
-                StatusCode::BAD_REQUEST,
-                format!("format {f:?}: want csv or json"),
-            ));
-        }
-    };
-    // One record (a JSON object) is an import of one, with the same validation.
-    let body = if json && body.trim_start().starts_with('{') {
-        format!("[{body}]")
-    } else {
-        body
-    };
-    // Parsed here, once, off the engine task (which serves DHCP meanwhile).
-    let (rows, errors) = crate::core::aaa::parse(&body, json);
-    // Rows naming a plan or a pool the control does not serve, or asking for an address in
-    // none of its pools: the store would accept them and admit those subscribers on no plan,
-    // or in the walled garden on every attempt. Syntax errors are left to the store's checks.
-    let unknown = crate::core::aaa::unresolved(&rows, &s.cfg.engine);
-    if !unknown.is_empty() {
-        return Err((StatusCode::BAD_REQUEST, Json(json!({ "errors": unknown }))));
-    }
-    match ask(&s, |reply| ApiCmd::ImportSubscribers {
-        rows,
-        errors,
-        reply,
-    })
-    .await?
-    {
-        Ok(n) => Ok(Json(json!({ "imported": n })).into_response()),
-        Err(errors) => Err((StatusCode::BAD_REQUEST, Json(json!({ "errors": errors })))),
-    }
-}
-
-async fn show_subscriber(State(s): State<ApiState>, Path(mac): Path<String>) -> ApiResult {
-    match ask(&s, |reply| ApiCmd::ShowSubscriber { mac, reply }).await? {
-        Ok(Some(rec)) => Ok(Json(rec).into_response()),
-        Ok(None) => Err(err(StatusCode::NOT_FOUND, "no such subscriber")),
-        Err(e) => Err(err(StatusCode::BAD_REQUEST, e)),
-    }
-}
-
-async fn remove_subscriber(State(s): State<ApiState>, Path(mac): Path<String>) -> ApiResult {
-    match ask(&s, |reply| ApiCmd::RemoveSubscriber { mac, reply }).await? {
-        Ok(true) => Ok(Json(json!({ "removed": true })).into_response()),
-        Ok(false) => Err(err(StatusCode::NOT_FOUND, "no such subscriber")),
-        Err(e) => Err(err(StatusCode::BAD_REQUEST, e)),
-    }
-}
-
-/// The largest subscriber import. axum's default of 2 MiB refused a CSV of 100,000 MAC rows
-/// (about 2.5 MB); this takes some 2,000,000 such rows, or 100,000 with long option 82
-/// identities, and bounds what one request can make the control buffer.
-const IMPORT_MAX_BYTES: usize = 64 << 20;
-
 /// The readiness probe's path: 200 once the engine task answers a query. Outside the token
 /// check (the kubelet holds no secret) and says nothing about sessions.
 pub const READY_PATH: &str = "/v1/ready";
@@ -400,11 +334,17 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/audit", get(audit))
         .route(
             "/v1/subscribers",
-            post(import).layer(axum::extract::DefaultBodyLimit::max(IMPORT_MAX_BYTES)),
+            post(subscribers::import).get(subscribers::list).layer(
+                axum::extract::DefaultBodyLimit::max(subscribers::IMPORT_MAX_BYTES),
+            ),
+        )
+        .route(
+            "/v1/subscribers/option82",
+            get(subscribers::show_opt82).delete(subscribers::remove_opt82),
         )
         .route(
             "/v1/subscribers/{mac}",
-            get(show_subscriber).delete(remove_subscriber),
+            get(subscribers::show_mac).delete(subscribers::remove_mac),
         )
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),

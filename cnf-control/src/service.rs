@@ -16,9 +16,10 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use crate::commit::{Committer, Effects};
 use crate::config::Config;
 use crate::core::SessionId;
-use crate::core::aaa::{AaaError, SubscriberRecord, format_mac, parse_mac};
+use crate::core::aaa::{AaaError, SubscriberRecord, format_mac};
 use crate::core::engine::{DpSession, Engine, Output, Session, dp_session};
 use crate::core::licence::Cap;
+use crate::core::subscriber_page::RecordKey;
 use crate::dataplane::{DpCmd, DpEvent};
 use crate::store::subscribers::{Overlay, SubscriberChange};
 use crate::store::{Store, StoreOp};
@@ -174,13 +175,20 @@ pub enum ApiCmd {
         errors: Vec<AaaError>,
         reply: oneshot::Sender<Result<usize, Vec<String>>>,
     },
+    /// Answered once the removal is kept: whether there was such a record.
     RemoveSubscriber {
-        mac: String,
-        reply: oneshot::Sender<Result<bool, String>>,
+        key: RecordKey,
+        reply: oneshot::Sender<bool>,
     },
     ShowSubscriber {
-        mac: String,
-        reply: oneshot::Sender<Result<Option<SubscriberRecord>, String>>,
+        key: RecordKey,
+        reply: oneshot::Sender<Option<SubscriberRecord>>,
+    },
+    /// A page of the subscriber store (`crate::core::subscriber_page`).
+    ListSubscribers {
+        after: Option<RecordKey>,
+        limit: usize,
+        reply: oneshot::Sender<crate::core::subscriber_page::Page>,
     },
     /// The subscribers file changed (`crate::subscribers_file::watch`): its new records, or
     /// why they cannot be used.
@@ -549,24 +557,23 @@ impl Running {
                     let _ = reply.send(r);
                 }));
             }
-            ApiCmd::ShowSubscriber { mac, reply } => {
-                let r = parse_mac(&mac)
-                    .ok_or_else(|| format!("bad MAC {mac:?}"))
-                    .map(|m| self.engine.subscribers.by_mac(&m).cloned());
-                let _ = reply.send(r);
+            ApiCmd::ShowSubscriber { key, reply } => {
+                let _ = reply.send(self.engine.subscribers.get(&key).cloned());
             }
-            ApiCmd::RemoveSubscriber { mac, reply } => {
-                let r = parse_mac(&mac)
-                    .ok_or_else(|| format!("bad MAC {mac:?}"))
-                    .map(|m| {
-                        let removed = self.engine.subscribers.remove_mac(&m);
-                        if removed {
-                            self.keep_subscriber_change(SubscriberChange::RemovedMac(m), b);
-                        }
-                        removed
-                    });
+            ApiCmd::ListSubscribers {
+                after,
+                limit,
+                reply,
+            } => {
+                let _ = reply.send(self.engine.subscribers.page(after.as_ref(), limit));
+            }
+            ApiCmd::RemoveSubscriber { key, reply } => {
+                let removed = self.engine.subscribers.remove(&key);
+                if removed {
+                    self.keep_subscriber_change(SubscriberChange::Removed(key), b);
+                }
                 b.replies.push(Box::new(move || {
-                    let _ = reply.send(r);
+                    let _ = reply.send(removed);
                 }));
             }
             ApiCmd::ReloadSubscribers(loaded) => self.reload_subscribers(loaded),

@@ -1,12 +1,17 @@
 //! `kbngctl subscribers`: bulk import (CSV or JSON, checked whole by the server: a file with a
-//! bad row adds nothing and every bad row is named), single add, and removal by MAC.
+//! bad row adds nothing and every bad row is named), single add, show and removal by MAC or by
+//! option 82 identity, and a listing of the whole store page by page (as JSON, a file that
+//! `import` takes back).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use std::io::Write;
+
 use anyhow::{Context, bail};
 use clap::Subcommand;
 use hyper::Method;
+use serde_json::Value;
 
 use crate::client::{Client, Output, ServerArgs, block_on, query_value};
 
@@ -38,14 +43,70 @@ pub enum SubscribersCommand {
         #[arg(long)]
         pool: Option<String>,
     },
-    /// The record of the subscriber with this MAC.
+    /// The record of the subscriber with this MAC, or with this option 82 identity.
     Show {
-        mac: String,
+        #[command(flatten)]
+        who: Who,
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
-    /// Remove the subscriber with this MAC.
-    Remove { mac: String },
+    /// Remove the subscriber with this MAC, or with this option 82 identity.
+    Remove {
+        #[command(flatten)]
+        who: Who,
+    },
+    /// Every record, MAC-keyed first, fetched a page at a time; `-o json` prints a JSON array
+    /// that `import` takes back.
+    List {
+        /// Records per request (at most 1000).
+        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u16).range(1..=1000))]
+        page_size: u16,
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+}
+
+/// A record's key: a MAC, or the exact (circuit-id, remote-id) of a record keyed by option 82.
+#[derive(Debug, clap::Args)]
+pub struct Who {
+    #[arg(conflicts_with_all = ["circuit_id", "remote_id"], required_unless_present_any = ["circuit_id", "remote_id"])]
+    mac: Option<String>,
+    #[arg(long)]
+    circuit_id: Option<String>,
+    #[arg(long)]
+    remote_id: Option<String>,
+}
+
+impl Who {
+    fn path(&self) -> String {
+        match &self.mac {
+            Some(mac) => format!("/v1/subscribers/{}", query_value(mac)),
+            None => {
+                let q: Vec<String> = [
+                    ("circuitId", &self.circuit_id),
+                    ("remoteId", &self.remote_id),
+                ]
+                .into_iter()
+                .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={}", query_value(v))))
+                .collect();
+                format!("/v1/subscribers/option82?{}", q.join("&"))
+            }
+        }
+    }
+
+    fn describe(&self) -> String {
+        match &self.mac {
+            Some(mac) => mac.clone(),
+            None => [
+                ("circuit-id", &self.circuit_id),
+                ("remote-id", &self.remote_id),
+            ]
+            .into_iter()
+            .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k} {v}")))
+            .collect::<Vec<_>>()
+            .join(" "),
+        }
+    }
 }
 
 pub fn run(server: &ServerArgs, cmd: SubscribersCommand) -> anyhow::Result<ExitCode> {
@@ -128,17 +189,13 @@ pub fn run(server: &ServerArgs, cmd: SubscribersCommand) -> anyhow::Result<ExitC
                 plan.as_deref().unwrap_or("(default)")
             );
         }
-        SubscribersCommand::Show { mac, output } => {
-            let v = block_on(c.call(
-                Method::GET,
-                &format!("/v1/subscribers/{}", query_value(&mac)),
-                None,
-            ))?;
+        SubscribersCommand::Show { who, output } => {
+            let v = block_on(c.call(Method::GET, &who.path(), None))?;
             if output == Output::Json {
                 println!("{v}");
             } else {
                 let field = |k: &str| v[k].as_str().map(String::from);
-                println!("subscriber {mac}");
+                println!("subscriber {}", who.describe());
                 println!(
                     "  plan: {}",
                     field("plan").unwrap_or_else(|| "(default)".into())
@@ -151,14 +208,72 @@ pub fn run(server: &ServerArgs, cmd: SubscribersCommand) -> anyhow::Result<ExitC
                 println!("  address: {address}");
             }
         }
-        SubscribersCommand::Remove { mac } => {
-            block_on(c.call(
-                Method::DELETE,
-                &format!("/v1/subscribers/{}", query_value(&mac)),
-                None,
-            ))?;
-            println!("removed {mac}");
+        SubscribersCommand::Remove { who } => {
+            block_on(c.call(Method::DELETE, &who.path(), None))?;
+            println!("removed {}", who.describe());
+        }
+        SubscribersCommand::List { page_size, output } => {
+            block_on(list(&c, page_size, output))?;
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+const HEADER: &str = "MAC                CIRCUIT-ID       REMOTE-ID        PLAN         ADDRESS";
+
+fn row(v: &Value) -> String {
+    let f = |k: &str| v[k].as_str().unwrap_or("-").to_string();
+    let address = match (v["ipv4"].as_str(), v["pool"].as_str()) {
+        (Some(ip), _) => ip.to_string(),
+        (None, Some(pool)) => format!("pool {pool}"),
+        (None, None) => "-".into(),
+    };
+    let plan = v["plan"].as_str().unwrap_or("(default)");
+    format!(
+        "{:<18} {:<16} {:<16} {:<12} {address}",
+        f("mac"),
+        f("circuit_id"),
+        f("remote_id"),
+        plan
+    )
+}
+
+async fn list(c: &Client, page: u16, output: Output) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    let mut after = String::new();
+    let mut n = 0u64;
+    match output {
+        Output::Table => writeln!(out, "{HEADER}")?,
+        Output::Json => write!(out, "[")?,
+    }
+    loop {
+        let v = c
+            .get(&format!(
+                "/v1/subscribers?limit={page}&after={}",
+                query_value(&after)
+            ))
+            .await?;
+        let records = v["subscribers"]
+            .as_array()
+            .context("GET /v1/subscribers: no \"subscribers\" array")?;
+        for r in records {
+            match output {
+                Output::Table => writeln!(out, "{}", row(r))?,
+                Output::Json => {
+                    let sep = if n == 0 { "\n" } else { ",\n" };
+                    write!(out, "{sep}{r}")?;
+                }
+            }
+            n += 1;
+        }
+        match v["next"].as_str() {
+            Some(next) => after = next.to_string(),
+            None => break,
+        }
+    }
+    match output {
+        Output::Table => writeln!(out, "{n} subscriber(s)")?,
+        Output::Json => writeln!(out, "\n]")?,
+    }
+    Ok(())
 }

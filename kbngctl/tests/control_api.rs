@@ -166,6 +166,94 @@ fn signed() -> String {
 }
 
 #[test]
+fn subscribers_listed_in_pages_and_option82_records_by_their_identity() {
+    let c = start(&signed(), |d| {
+        issue(d, "licence.yaml", 7, "2026-01-01T00:00:00Z", 3650, false)
+    });
+    let mut text: String = (0..2500u32)
+        .rev()
+        .map(|i| format!("0a:00:00:00:{:02x}:{:02x},,,gold\n", i >> 8, i & 0xff))
+        .collect();
+    text.push_str(",c-1,,silver\n,c-1,r-1,gold\n,,r-2,,,p\n");
+    let path = c.dir.path().join("subs.csv");
+    std::fs::write(&path, text).unwrap();
+    ok(&c, &["subscribers", "import", path.to_str().unwrap()]);
+
+    // Pages of 1,000 (three requests): MAC records in MAC order, then option 82 ones.
+    let listed = json(&c, &["subscribers", "list", "-o", "json"]);
+    let listed = listed.as_array().unwrap();
+    assert_eq!(listed.len(), 2503);
+    assert_eq!(listed[0]["mac"], "0a:00:00:00:00:00");
+    assert_eq!(listed[2499]["mac"], "0a:00:00:00:09:c3");
+    let tail: Vec<&Value> = listed[2500..].iter().collect();
+    assert_eq!(
+        tail,
+        [
+            &serde_json::json!({"remote_id": "r-2", "pool": "p"}),
+            &serde_json::json!({"circuit_id": "c-1", "plan": "silver"}),
+            &serde_json::json!({"circuit_id": "c-1", "remote_id": "r-1", "plan": "gold"}),
+        ]
+    );
+    let table = ok(&c, &["subscribers", "list", "--page-size", "7"]);
+    assert!(
+        table.ends_with("2503 subscriber(s)\n"),
+        "{}",
+        &table[table.len() - 80..]
+    );
+    assert!(
+        table.contains(
+            "\n-                  -                r-2              (default)    pool p\n"
+        ),
+        "{table}"
+    );
+    // The JSON listing is an import file.
+    let back = c.dir.path().join("back.json");
+    std::fs::write(&back, serde_json::to_vec(listed).unwrap()).unwrap();
+    let said = ok(&c, &["subscribers", "import", back.to_str().unwrap()]);
+    assert!(said.contains("imported 2503"), "{said}");
+
+    // A record keyed by option 82 is read and removed by its exact identity.
+    let exact = ["--circuit-id", "c-1", "--remote-id", "r-1"];
+    fn show<'a>(who: &[&'a str]) -> Vec<&'a str> {
+        [&["subscribers", "show"][..], who, &["-o", "json"]].concat()
+    }
+    assert_eq!(json(&c, &show(&exact))["plan"], "gold");
+    assert_eq!(json(&c, &show(&["--circuit-id", "c-1"]))["plan"], "silver");
+    assert_eq!(
+        ok(&c, &["subscribers", "remove", "--circuit-id", "c-1"]),
+        "removed circuit-id c-1\n"
+    );
+    let err = fails(&c, &show(&["--circuit-id", "c-1"]));
+    assert!(err.contains("404 Not Found: no such subscriber"), "{err}");
+    assert_eq!(
+        json(&c, &show(&exact))["plan"],
+        "gold",
+        "only the exact one removed"
+    );
+    let err = fails(&c, &["subscribers", "remove", "--remote-id", "r-1"]);
+    assert!(err.contains("404"), "{err}");
+    let err = fails(&c, &["subscribers", "show"]);
+    assert!(err.contains("required"), "{err}");
+    let err = fails(
+        &c,
+        &[
+            "subscribers",
+            "show",
+            "0a:00:00:00:00:00",
+            "--circuit-id",
+            "c",
+        ],
+    );
+    assert!(err.contains("cannot be used with"), "{err}");
+    let n = ok(&c, &["subscribers", "list"]);
+    assert!(
+        n.ends_with("2502 subscriber(s)\n"),
+        "{}",
+        &n[n.len() - 40..]
+    );
+}
+
+#[test]
 fn subscribers_plans_sessions_and_a_valid_licence() {
     let c = start(&signed(), |d| {
         issue(d, "licence.yaml", 7, "2026-01-01T00:00:00Z", 3650, false)

@@ -3,13 +3,16 @@
 //! Framed-IP-Address and Framed-Pool do), with bulk import from CSV or JSON.
 //!
 //! Lookup order: an exact (circuit-id, remote-id) record, then circuit-id alone, then remote-id
-//! alone, then the MAC. Each is one hash lookup, so a store of millions answers in O(1).
+//! alone, then the MAC. Each is one B-tree lookup (a store of millions answers in a few dozen
+//! key comparisons); ordered maps rather than hash maps so that the store can be listed in
+//! pages that resume after a key (`super::subscriber_page`).
 
+use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
 
-use super::{FastMap, MacAddr};
+use super::MacAddr;
 
 /// Errors of one import; every bad row is reported, not only the first.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -145,13 +148,37 @@ pub fn format_mac(mac: &MacAddr) -> String {
         .join(":")
 }
 
-type Opt82 = (Option<Vec<u8>>, Option<Vec<u8>>);
+/// A MAC as a number that sorts as its bytes do.
+pub fn mac_number(mac: &MacAddr) -> u64 {
+    let mut b = [0u8; 8];
+    b[2..].copy_from_slice(mac);
+    u64::from_be_bytes(b)
+}
+
+/// The MAC of a [`mac_number`].
+pub fn number_mac(n: u64) -> MacAddr {
+    let b = n.to_be_bytes();
+    [b[2], b[3], b[4], b[5], b[6], b[7]]
+}
+
+/// An option 82 identity as the store keys it: (circuit-id, remote-id).
+pub type Opt82 = (Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// The option 82 key of a record's or a request's circuit-id and remote-id.
+pub fn opt82_key(circuit_id: Option<&str>, remote_id: Option<&str>) -> Opt82 {
+    (
+        circuit_id.map(|s| s.as_bytes().to_vec()),
+        remote_id.map(|s| s.as_bytes().to_vec()),
+    )
+}
 
 /// The store.
 #[derive(Debug, Clone, Default)]
 pub struct SubscriberStore {
-    by_mac: FastMap<MacAddr, SubscriberRecord>,
-    by_opt82: FastMap<Opt82, SubscriberRecord>,
+    /// Keyed by [`mac_number`]: a B-tree of integers compares keys in one instruction where
+    /// byte arrays call a slice comparison (a fifth of the lookup's instructions).
+    pub(super) by_mac: BTreeMap<u64, SubscriberRecord>,
+    pub(super) by_opt82: BTreeMap<Opt82, SubscriberRecord>,
 }
 
 impl SubscriberStore {
@@ -168,15 +195,14 @@ impl SubscriberStore {
         if let Some(p) = rec.problem() {
             return Err(p.into());
         }
-        let cid = rec.circuit_id.as_ref().map(|s| s.as_bytes().to_vec());
-        let rid = rec.remote_id.as_ref().map(|s| s.as_bytes().to_vec());
-        match (&rec.mac, cid.is_some() || rid.is_some()) {
+        let key = opt82_key(rec.circuit_id.as_deref(), rec.remote_id.as_deref());
+        match (&rec.mac, key.0.is_some() || key.1.is_some()) {
             (_, true) => {
-                self.by_opt82.insert((cid, rid), rec);
+                self.by_opt82.insert(key, rec);
             }
             (Some(m), false) => {
                 let mac = parse_mac(m).ok_or_else(|| format!("bad MAC {m:?}"))?;
-                self.by_mac.insert(mac, rec);
+                self.by_mac.insert(mac_number(&mac), rec);
             }
             (None, false) => return Err("a record needs a MAC, a circuit-id or a remote-id".into()),
         }
@@ -185,12 +211,22 @@ impl SubscriberStore {
 
     /// The record of a MAC (not one keyed by option 82).
     pub fn by_mac(&self, mac: &MacAddr) -> Option<&SubscriberRecord> {
-        self.by_mac.get(mac)
+        self.by_mac.get(&mac_number(mac))
     }
 
     /// Remove by MAC; returns whether one was there.
     pub fn remove_mac(&mut self, mac: &MacAddr) -> bool {
-        self.by_mac.remove(mac).is_some()
+        self.by_mac.remove(&mac_number(mac)).is_some()
+    }
+
+    /// The record keyed by exactly this option 82 identity.
+    pub fn by_opt82(&self, key: &Opt82) -> Option<&SubscriberRecord> {
+        self.by_opt82.get(key)
+    }
+
+    /// Remove the record keyed by exactly this option 82 identity; whether one was there.
+    pub fn remove_opt82(&mut self, key: &Opt82) -> bool {
+        self.by_opt82.remove(key).is_some()
     }
 
     pub fn lookup(&self, id: &Identity, use_opt82: bool) -> Authorization {
@@ -206,7 +242,7 @@ impl SubscriberStore {
                 }
             }
         }
-        match self.by_mac.get(&id.mac) {
+        match self.by_mac.get(&mac_number(&id.mac)) {
             Some(r) => Authorization::of(r),
             None => Authorization::Unknown,
         }

@@ -300,6 +300,7 @@ pub(crate) mod tests {
     #[test]
     fn subscriber_changes_are_kept_one_per_key() {
         use crate::core::aaa::SubscriberRecord;
+        use crate::core::subscriber_page::RecordKey;
         let path = fresh("subscribers");
         let rec = |mac: &str, plan: &str| {
             SubscriberChange::Added(SubscriberRecord {
@@ -325,8 +326,12 @@ pub(crate) mod tests {
             s.apply(
                 &[
                     StoreOp::Subscriber(rec("02:00:00:00:00:01", "silver")),
-                    StoreOp::Subscriber(SubscriberChange::RemovedMac([2, 0, 0, 0, 0, 2])),
-                    StoreOp::Subscriber(SubscriberChange::RemovedMac([2, 0, 0, 0, 0, 3])),
+                    StoreOp::Subscriber(SubscriberChange::Removed(RecordKey::Mac([
+                        2, 0, 0, 0, 0, 2,
+                    ]))),
+                    StoreOp::Subscriber(SubscriberChange::Removed(RecordKey::Mac([
+                        2, 0, 0, 0, 0, 3,
+                    ]))),
                 ],
                 2,
             )
@@ -339,8 +344,8 @@ pub(crate) mod tests {
             changes,
             [
                 rec("02:00:00:00:00:01", "silver"),
-                SubscriberChange::RemovedMac([2, 0, 0, 0, 0, 2]),
-                SubscriberChange::RemovedMac([2, 0, 0, 0, 0, 3]),
+                SubscriberChange::Removed(RecordKey::Mac([2, 0, 0, 0, 0, 2])),
+                SubscriberChange::Removed(RecordKey::Mac([2, 0, 0, 0, 0, 3])),
             ]
         );
         assert_eq!(s.load().unwrap().0, [session(1)], "sessions untouched");

@@ -8,7 +8,8 @@
 use std::collections::BTreeMap;
 
 use crate::core::MacAddr;
-use crate::core::aaa::{SubscriberRecord, SubscriberStore, parse_mac};
+use crate::core::aaa::{Opt82, SubscriberRecord, SubscriberStore, opt82_key, parse_mac};
+use crate::core::subscriber_page::RecordKey;
 
 /// Apply kept `changes` over `subs` (loaded from the file); returns what could not be applied.
 pub fn apply(
@@ -23,8 +24,8 @@ pub fn apply(
                     problems.push(format!("a kept record: {e}"));
                 }
             }
-            SubscriberChange::RemovedMac(m) => {
-                subs.remove_mac(&m);
+            SubscriberChange::Removed(k) => {
+                subs.remove(&k);
             }
         }
     }
@@ -70,28 +71,25 @@ impl Overlay {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SubscriberChange {
     Added(SubscriberRecord),
-    RemovedMac(MacAddr),
+    /// The record filed under this key removed.
+    Removed(RecordKey),
 }
 
 const ADDED: u8 = b'+';
+/// A MAC's record removed (6 bytes follow).
 const REMOVED: u8 = b'-';
+/// An option 82 record removed (its key's cursor follows).
+const REMOVED_OPT82: u8 = b'/';
 
 impl SubscriberChange {
     /// What the record is looked up by: its option 82 identity when it has one, else its MAC
     /// (as the store keys it). `None` for a record the store would refuse.
     pub fn key(&self) -> Option<Vec<u8>> {
         match self {
-            SubscriberChange::RemovedMac(mac) => Some(mac_key(mac)),
+            SubscriberChange::Removed(RecordKey::Mac(mac)) => Some(mac_key(mac)),
+            SubscriberChange::Removed(RecordKey::Opt82(k)) => opt82_store_key(k),
             SubscriberChange::Added(r) if r.circuit_id.is_some() || r.remote_id.is_some() => {
-                let mut k = vec![b'o'];
-                for part in [&r.circuit_id, &r.remote_id] {
-                    let bytes = part.as_deref().map(str::as_bytes);
-                    k.push(u8::from(bytes.is_some()));
-                    let bytes = bytes.unwrap_or_default();
-                    k.extend_from_slice(&u32::try_from(bytes.len()).ok()?.to_le_bytes());
-                    k.extend_from_slice(bytes);
-                }
-                Some(k)
+                opt82_store_key(&opt82_key(r.circuit_id.as_deref(), r.remote_id.as_deref()))
             }
             SubscriberChange::Added(r) => Some(mac_key(&parse_mac(r.mac.as_deref()?)?)),
         }
@@ -105,9 +103,14 @@ impl SubscriberChange {
                 v.extend(serde_json::to_vec(r).unwrap_or_default());
                 v
             }
-            SubscriberChange::RemovedMac(mac) => {
+            SubscriberChange::Removed(RecordKey::Mac(mac)) => {
                 let mut v = vec![REMOVED];
                 v.extend_from_slice(mac);
+                v
+            }
+            SubscriberChange::Removed(k @ RecordKey::Opt82(_)) => {
+                let mut v = vec![REMOVED_OPT82];
+                v.extend_from_slice(k.cursor().as_bytes());
                 v
             }
         }
@@ -119,11 +122,28 @@ impl SubscriberChange {
                 .map(SubscriberChange::Added)
                 .map_err(|e| format!("record: {e}")),
             Some((&REMOVED, mac)) => <[u8; 6]>::try_from(mac)
-                .map(SubscriberChange::RemovedMac)
+                .map(|m| SubscriberChange::Removed(RecordKey::Mac(m)))
                 .map_err(|_| format!("removal of a {}-byte MAC", mac.len())),
+            Some((&REMOVED_OPT82, cursor)) => std::str::from_utf8(cursor)
+                .ok()
+                .and_then(RecordKey::from_cursor)
+                .filter(|k| matches!(k, RecordKey::Opt82(_)))
+                .map(SubscriberChange::Removed)
+                .ok_or_else(|| "removal of a damaged option 82 key".to_string()),
             _ => Err("neither an addition nor a removal".into()),
         }
     }
+}
+
+fn opt82_store_key((cid, rid): &Opt82) -> Option<Vec<u8>> {
+    let mut k = vec![b'o'];
+    for part in [cid, rid] {
+        k.push(u8::from(part.is_some()));
+        let bytes = part.as_deref().unwrap_or_default();
+        k.extend_from_slice(&u32::try_from(bytes.len()).ok()?.to_le_bytes());
+        k.extend_from_slice(bytes);
+    }
+    Some(k)
 }
 
 fn mac_key(mac: &MacAddr) -> Vec<u8> {
@@ -150,7 +170,7 @@ mod tests {
     #[test]
     fn changes_round_trip_and_a_removal_shares_its_records_key() {
         let added = SubscriberChange::Added(record(Some("02:00:00:00:00:0A"), None));
-        let removed = SubscriberChange::RemovedMac([2, 0, 0, 0, 0, 0x0a]);
+        let removed = SubscriberChange::Removed(RecordKey::Mac([2, 0, 0, 0, 0, 0x0a]));
         assert_eq!(added.key(), removed.key(), "written either way, one MAC");
         for c in [&added, &removed] {
             assert_eq!(SubscriberChange::decode(&c.encode()).as_ref(), Ok(c));
@@ -159,6 +179,17 @@ mod tests {
         assert_ne!(by_cid.key(), added.key(), "keyed by its option 82 identity");
         let other = SubscriberChange::Added(record(None, Some("eth0/2")));
         assert_ne!(by_cid.key(), other.key());
+        let by_cid_gone =
+            SubscriberChange::Removed(RecordKey::Opt82(opt82_key(Some("eth0/1"), None)));
+        assert_eq!(
+            by_cid_gone.key(),
+            by_cid.key(),
+            "an option 82 removal, its record's key"
+        );
+        assert_eq!(
+            SubscriberChange::decode(&by_cid_gone.encode()).as_ref(),
+            Ok(&by_cid_gone)
+        );
         assert_eq!(
             SubscriberChange::Added(record(Some("zz"), None)).key(),
             None
@@ -171,7 +202,7 @@ mod tests {
         subs.import_csv("02:00:00:00:00:01,,,gold\n02:00:00:00:00:02,,,gold\n")
             .unwrap();
         let changes = vec![
-            SubscriberChange::RemovedMac([2, 0, 0, 0, 0, 1]),
+            SubscriberChange::Removed(RecordKey::Mac([2, 0, 0, 0, 0, 1])),
             SubscriberChange::Added(record(Some("02:00:00:00:00:03"), None)),
         ];
         assert!(apply(changes, &mut subs).is_empty());
@@ -188,12 +219,16 @@ mod tests {
 
     #[test]
     fn the_overlay_keeps_each_keys_latest_change_for_every_reread_of_the_file() {
-        let mut o = Overlay::new(vec![SubscriberChange::RemovedMac([2, 0, 0, 0, 0, 1])]);
+        let mut o = Overlay::new(vec![SubscriberChange::Removed(RecordKey::Mac([
+            2, 0, 0, 0, 0, 1,
+        ]))]);
         o.note(SubscriberChange::Added(record(
             Some("02:00:00:00:00:01"),
             None,
         )));
-        o.note(SubscriberChange::RemovedMac([2, 0, 0, 0, 0, 2]));
+        o.note(SubscriberChange::Removed(RecordKey::Mac([
+            2, 0, 0, 0, 0, 2,
+        ])));
         o.note(SubscriberChange::Added(record(Some("zz"), None)));
         assert_eq!(o.len(), 2, "one per key, the refused one not kept");
         for _ in 0..2 {
@@ -216,7 +251,15 @@ mod tests {
 
     #[test]
     fn a_damaged_value_is_an_error() {
-        for v in [&b""[..], b"?", b"-\x02\x00", b"+{"] {
+        for v in [
+            &b""[..],
+            b"?",
+            b"-\x02\x00",
+            b"+{",
+            b"/",
+            b"/m020000000001",
+            b"/o-",
+        ] {
             assert!(SubscriberChange::decode(v).is_err(), "{v:?}");
         }
     }

@@ -1,0 +1,251 @@
+//! The subscriber store read one record or one page at a time, by the key it files a record
+//! under: its MAC, or its option 82 identity when it has one. A listing gives the records keyed
+//! by MAC in MAC order, then those keyed by option 82 in (circuit-id, remote-id) order, and a
+//! cursor naming the last key given, from which the next page resumes: a store of millions is
+//! never answered in one response, and records added or removed between pages neither repeat
+//! nor shift the others.
+
+use std::ops::Bound;
+
+use super::MacAddr;
+use super::aaa::{
+    Opt82, SubscriberRecord, SubscriberStore, format_mac, mac_number, number_mac, parse_mac,
+};
+
+/// What a record is filed under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordKey {
+    Mac(MacAddr),
+    Opt82(Opt82),
+}
+
+/// A page of records and the cursor of the next (`None`: this was the last).
+pub type Page = (Vec<SubscriberRecord>, Option<RecordKey>);
+
+impl RecordKey {
+    /// The cursor of this key: `m` and the MAC's hex digits, or `o`, then the circuit-id and
+    /// the remote-id each as hex digits (`-` when absent), joined by `.`.
+    pub fn cursor(&self) -> String {
+        match self {
+            RecordKey::Mac(m) => format!("m{}", hex(m)),
+            RecordKey::Opt82((cid, rid)) => {
+                let part = |p: &Option<Vec<u8>>| p.as_deref().map_or("-".into(), hex);
+                format!("o{}.{}", part(cid), part(rid))
+            }
+        }
+    }
+
+    /// The key a [`RecordKey::cursor`] names; `None` for anything else.
+    pub fn from_cursor(s: &str) -> Option<RecordKey> {
+        if let Some(m) = s.strip_prefix('m') {
+            return unhex(m)?.try_into().ok().map(RecordKey::Mac);
+        }
+        let (cid, rid) = s.strip_prefix('o')?.split_once('.')?;
+        let part = |p: &str| match p {
+            "-" => Some(None),
+            p => unhex(p).map(Some),
+        };
+        Some(RecordKey::Opt82((part(cid)?, part(rid)?)))
+    }
+
+    /// The key of a MAC written `aa:bb:cc:dd:ee:ff`.
+    pub fn mac(s: &str) -> Option<RecordKey> {
+        parse_mac(s).map(RecordKey::Mac)
+    }
+
+    /// A readable form for messages.
+    pub fn describe(&self) -> String {
+        match self {
+            RecordKey::Mac(m) => format_mac(m),
+            RecordKey::Opt82((cid, rid)) => {
+                let text = |p: &Option<Vec<u8>>| {
+                    p.as_deref()
+                        .map_or("-".into(), |b| String::from_utf8_lossy(b).into_owned())
+                };
+                format!("circuit-id {} remote-id {}", text(cid), text(rid))
+            }
+        }
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) || !s.is_ascii() {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).ok())
+        .collect()
+}
+
+impl SubscriberStore {
+    /// The record filed under `key`.
+    pub fn get(&self, key: &RecordKey) -> Option<&SubscriberRecord> {
+        match key {
+            RecordKey::Mac(m) => self.by_mac(m),
+            RecordKey::Opt82(k) => self.by_opt82(k),
+        }
+    }
+
+    /// Removes the record filed under `key`; whether there was one.
+    pub fn remove(&mut self, key: &RecordKey) -> bool {
+        match key {
+            RecordKey::Mac(m) => self.remove_mac(m),
+            RecordKey::Opt82(k) => self.remove_opt82(k),
+        }
+    }
+
+    /// Up to `limit` records after `after` (from the first without), and the cursor of the
+    /// next page when more follow.
+    pub fn page(&self, after: Option<&RecordKey>, limit: usize) -> Page {
+        let limit = limit.max(1);
+        let mut out: Vec<(RecordKey, &SubscriberRecord)> = Vec::with_capacity(limit + 1);
+        let from_mac = match after {
+            None => Some(Bound::Unbounded),
+            Some(RecordKey::Mac(m)) => Some(Bound::Excluded(mac_number(m))),
+            Some(RecordKey::Opt82(_)) => None,
+        };
+        if let Some(from) = from_mac {
+            let macs = self.by_mac.range((from, Bound::Unbounded));
+            out.extend(
+                macs.take(limit + 1)
+                    .map(|(m, r)| (RecordKey::Mac(number_mac(*m)), r)),
+            );
+        }
+        if out.len() <= limit {
+            let from = match after {
+                Some(RecordKey::Opt82(k)) => Bound::Excluded(k.clone()),
+                _ => Bound::Unbounded,
+            };
+            let opt82 = self.by_opt82.range((from, Bound::Unbounded));
+            let room = limit + 1 - out.len();
+            out.extend(
+                opt82
+                    .take(room)
+                    .map(|(k, r)| (RecordKey::Opt82(k.clone()), r)),
+            );
+        }
+        let more = out.len() > limit;
+        out.truncate(limit);
+        let next = if more {
+            out.last().map(|(k, _)| k.clone())
+        } else {
+            None
+        };
+        (out.into_iter().map(|(_, r)| r.clone()).collect(), next)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::aaa::opt82_key;
+
+    fn store() -> SubscriberStore {
+        let mut s = SubscriberStore::default();
+        s.import_csv(
+            "02:00:00:00:00:03,,,gold\n02:00:00:00:00:01,,,gold\nff:ff:ff:ff:ff:ff,,,gold\n\
+             ,eth0/2,,silver\n,eth0/1,r1,silver\n,,r0,silver\n02:00:00:00:00:02,,,gold\n",
+        )
+        .unwrap();
+        s
+    }
+
+    fn name(r: &SubscriberRecord) -> String {
+        r.mac
+            .clone()
+            .or_else(|| r.circuit_id.clone())
+            .or_else(|| r.remote_id.clone())
+            .unwrap()
+    }
+
+    #[test]
+    fn pages_give_every_record_once_in_key_order_whatever_the_page_size() {
+        let want = [
+            "02:00:00:00:00:01",
+            "02:00:00:00:00:02",
+            "02:00:00:00:00:03",
+            "ff:ff:ff:ff:ff:ff",
+            "r0",
+            "eth0/1",
+            "eth0/2",
+        ];
+        let s = store();
+        for size in 1..=8 {
+            let (mut got, mut after, mut pages) = (Vec::new(), None, 0);
+            loop {
+                let (recs, next) = s.page(after.as_ref(), size);
+                pages += 1;
+                assert!(recs.len() <= size);
+                got.extend(recs.iter().map(name));
+                // Each page resumes from its cursor as a client would send it back.
+                match next {
+                    Some(k) => after = Some(RecordKey::from_cursor(&k.cursor()).unwrap()),
+                    None => break,
+                }
+            }
+            assert_eq!(got, want, "pages of {size}");
+            assert_eq!(pages, want.len().div_ceil(size), "pages of {size}");
+        }
+    }
+
+    #[test]
+    fn a_page_resumes_after_its_cursor_even_when_that_record_is_gone() {
+        let mut s = store();
+        let (first, next) = s.page(None, 2);
+        assert_eq!(first.len(), 2);
+        let next = next.unwrap();
+        assert!(s.remove(&next), "the cursor's own record");
+        let (rest, _) = s.page(Some(&next), 100);
+        assert_eq!(name(&rest[0]), "02:00:00:00:00:03");
+        assert_eq!(rest.len(), 5);
+    }
+
+    #[test]
+    fn cursors_round_trip_and_garbage_is_refused() {
+        for k in [
+            RecordKey::Mac([2, 0, 0, 0, 0, 0xab]),
+            RecordKey::Opt82(opt82_key(Some("eth0/1"), None)),
+            RecordKey::Opt82(opt82_key(None, Some("r.1"))),
+            RecordKey::Opt82(opt82_key(Some(""), Some("x"))),
+        ] {
+            assert_eq!(
+                RecordKey::from_cursor(&k.cursor()),
+                Some(k.clone()),
+                "{k:?}"
+            );
+        }
+        for bad in [
+            "",
+            "m",
+            "m0200",
+            "mzz0000000000",
+            "o",
+            "o-",
+            "oab",
+            "x-.-",
+            "o-.é",
+        ] {
+            assert_eq!(RecordKey::from_cursor(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_record_is_read_and_removed_by_its_key() {
+        let mut s = store();
+        let k = RecordKey::Opt82(opt82_key(Some("eth0/1"), Some("r1")));
+        assert_eq!(
+            s.get(&k).and_then(|r| r.plan.clone()).as_deref(),
+            Some("silver")
+        );
+        let partial = RecordKey::Opt82(opt82_key(Some("eth0/1"), None));
+        assert!(s.get(&partial).is_none(), "by the exact identity only");
+        assert!(s.remove(&k) && !s.remove(&k));
+        assert!(s.remove(&RecordKey::mac("02:00:00:00:00:01").unwrap()));
+        assert_eq!(s.len(), 5);
+    }
+}
