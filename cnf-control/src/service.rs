@@ -116,6 +116,27 @@ pub struct StatusView {
     pub store_errors: u64,
     /// In the shape the operator copies into the BNG status.
     pub pools: Vec<kbng_crds::bng::PoolUsage>,
+    pub subscribers: SubscribersView,
+}
+
+/// The local subscriber store in `/v1/status`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubscribersView {
+    /// Records in force: the file's with the API's changes over them.
+    pub records: usize,
+    /// The subscribers file, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<SubscribersFileView>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubscribersFileView {
+    pub path: String,
+    /// Why the file's present content is not in force (the records before it are), while so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rejected: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -190,9 +211,8 @@ pub enum ApiCmd {
         limit: usize,
         reply: oneshot::Sender<crate::core::subscriber_page::Page>,
     },
-    /// The subscribers file changed (`crate::subscribers_file::watch`): its new records, or
-    /// why they cannot be used.
-    ReloadSubscribers(Result<crate::subscribers_file::Loaded, String>),
+    /// The subscribers file changed (`crate::subscribers_file::watch`).
+    SubscribersFile(crate::subscribers_file::FileEvent),
     ChangePlan {
         id: SessionId,
         plan: String,
@@ -232,6 +252,8 @@ struct Running {
     dps: Vec<mpsc::UnboundedSender<DpCmd>>,
     health: crate::health_metrics::HealthFeed,
     subscriber_overlay: Option<Overlay>,
+    /// Why the subscribers file's content is not in force, while it is not.
+    subscribers_file_problem: Option<String>,
 }
 
 type Batch = Effects;
@@ -250,6 +272,10 @@ impl EngineTask {
             relay,
             subscriber_overlay,
         } = self;
+        if cfg.subscribers_file.is_some() {
+            // Started on it: the file's content is in force.
+            crate::health_metrics::subscribers_file_rejected(false);
+        }
         let committer = match Committer::start(Arc::new(store), dps.clone(), watch) {
             Ok(c) => c,
             Err(e) => {
@@ -268,6 +294,7 @@ impl EngineTask {
             dps,
             health: Default::default(),
             subscriber_overlay,
+            subscribers_file_problem: None,
         }
         .run()
         .await
@@ -527,6 +554,17 @@ impl Running {
                     counters: self.engine.counters(),
                     store_errors: self.committer.errors(),
                     pools: self.engine.pool_usage().collect(),
+                    subscribers: SubscribersView {
+                        records: self.engine.subscribers.len(),
+                        file: self
+                            .cfg
+                            .subscribers_file
+                            .as_ref()
+                            .map(|p| SubscribersFileView {
+                                path: p.display().to_string(),
+                                rejected: self.subscribers_file_problem.clone(),
+                            }),
+                    },
                 });
             }
             ApiCmd::Desired { dataplane, reply } => {
@@ -576,7 +614,7 @@ impl Running {
                     let _ = reply.send(removed);
                 }));
             }
-            ApiCmd::ReloadSubscribers(loaded) => self.reload_subscribers(loaded),
+            ApiCmd::SubscribersFile(e) => self.subscribers_file(e),
             ApiCmd::ChangePlan { id, plan, reply } => {
                 let r = self.engine.change_plan(id, &plan, now);
                 let r = r.map(|out| self.outputs(out, b));
@@ -597,15 +635,22 @@ impl Running {
         b.store.push(StoreOp::Subscriber(c));
     }
 
-    fn reload_subscribers(&mut self, loaded: Result<crate::subscribers_file::Loaded, String>) {
-        let mut loaded = match loaded {
-            Ok(l) => l,
-            Err(problem) => {
+    fn subscribers_file(&mut self, e: crate::subscribers_file::FileEvent) {
+        use crate::subscribers_file::FileEvent;
+        let mut loaded = match e {
+            FileEvent::Changed(l) => l,
+            FileEvent::Rejected(problem) => {
                 tracing::error!(
                     "subscribers file changed but cannot be used; the records in force stay: \
                      {problem}"
                 );
                 self.engine.subscribers_file_rejected();
+                self.subscribers_file_rejected(Some(problem));
+                return;
+            }
+            FileEvent::InForce => {
+                tracing::info!("subscribers file: back to the content in force");
+                self.subscribers_file_rejected(None);
                 return;
             }
         };
@@ -622,6 +667,14 @@ impl Running {
             "subscribers file changed: its records are in force, with the API's changes over them"
         );
         self.engine.replace_subscribers(loaded.store);
+        self.subscribers_file_rejected(None);
+    }
+
+    /// Why the subscribers file's content is not in force (`None`: it is), for the status
+    /// and the gauge.
+    fn subscribers_file_rejected(&mut self, problem: Option<String>) {
+        crate::health_metrics::subscribers_file_rejected(problem.is_some());
+        self.subscribers_file_problem = problem;
     }
 }
 

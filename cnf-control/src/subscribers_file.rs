@@ -8,9 +8,10 @@
 //! over it (as a start does) and puts it in force.
 //!
 //! A changed file that does not import (a bad row, bad JSON, unreadable) changes nothing: the
-//! records in force stay, the rejection is logged with its rows and counted (`subscribers
-//! file rejected`, alerted). Sessions already admitted keep their plan: a changed record
-//! applies from the subscriber's next admission.
+//! records in force stay, and the rejection is logged with its rows, counted (`subscribers
+//! file rejected`), shown in `/v1/status` (and so in the BNG's status) and held in a gauge
+//! (alerted) until the file holds a content the control takes. Sessions already admitted keep
+//! their plan: a changed record applies from the subscriber's next admission.
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -80,10 +81,20 @@ fn import(path: &Path, text: &str, cfg: &EngineConfig) -> Result<Loaded, String>
     })
 }
 
-/// Reads `path` every `cfg.subscribers_recheck` and hands each content not seen before (the
-/// start read `seen`) to the engine task, or why it cannot be used; a read that fails the
-/// same way as the last is not reported again, but the file stays marked rejected (a gauge,
-/// alerted) until it holds a content the control takes, the one in force included.
+/// What the watch tells the engine task.
+#[derive(Debug)]
+pub enum FileEvent {
+    /// A content not seen before, imported: to put in force.
+    Changed(Loaded),
+    /// A content that cannot be used (why, naming the rows): the records in force stay.
+    Rejected(String),
+    /// After a rejection, the file holds the content in force again.
+    InForce,
+}
+
+/// Reads `path` every `cfg.subscribers_recheck` and tells the engine task of each content
+/// not seen before (the start read `seen`), imported or rejected; a read that fails the same
+/// way as the last is not told again.
 pub async fn watch(
     path: PathBuf,
     cfg: Arc<Config>,
@@ -92,33 +103,32 @@ pub async fn watch(
 ) {
     let mut tick = tokio::time::interval(cfg.subscribers_recheck);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    crate::health_metrics::subscribers_file_rejected(false);
     tick.tick().await;
-    let mut last_problem: Option<String> = None;
+    let mut rejected: Option<String> = None;
     loop {
         tick.tick().await;
         let (p, c) = (path.clone(), Arc::clone(&cfg));
         let Ok(reading) = tokio::task::spawn_blocking(move || read(&p, &c.engine)).await else {
             continue;
         };
-        let unchanged = reading.digest.is_some() && reading.digest == seen;
-        crate::health_metrics::subscribers_file_rejected(!unchanged && reading.loaded.is_err());
-        if unchanged {
-            last_problem = None;
-            continue;
-        }
-        match &reading.loaded {
-            Err(problem) if last_problem.as_ref() == Some(problem) => continue,
-            Err(problem) => last_problem = Some(problem.clone()),
-            Ok(_) => {
-                last_problem = None;
-                seen = reading.digest;
+        let event = if reading.digest.is_some() && reading.digest == seen {
+            rejected.take().map(|_| FileEvent::InForce)
+        } else {
+            match reading.loaded {
+                Err(problem) if rejected.as_ref() == Some(&problem) => None,
+                Err(problem) => {
+                    rejected = Some(problem.clone());
+                    Some(FileEvent::Rejected(problem))
+                }
+                Ok(loaded) => {
+                    rejected = None;
+                    seen = reading.digest;
+                    Some(FileEvent::Changed(loaded))
+                }
             }
-        }
-        if tx
-            .send(ApiCmd::ReloadSubscribers(reading.loaded))
-            .await
-            .is_err()
+        };
+        if let Some(e) = event
+            && tx.send(ApiCmd::SubscribersFile(e)).await.is_err()
         {
             return;
         }
