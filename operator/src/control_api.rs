@@ -146,6 +146,18 @@ pub struct ControlReport {
     pub by_plan: BTreeMap<String, u64>,
     pub dataplanes: Vec<ReportedDataplane>,
     pub pools: Vec<PoolUsage>,
+    /// `None` from a control older than the report.
+    pub subscribers: Option<SubscribersReport>,
+}
+
+/// The control's local subscriber store, as `/v1/status` gives it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SubscribersReport {
+    /// Records in force.
+    pub records: u64,
+    /// `None`: the control reads no subscribers file. Else `Some(None)` while the file's
+    /// content is in force, `Some(Some(why))` while it is rejected.
+    pub file: Option<Option<String>>,
 }
 
 fn u(v: &Value) -> Option<u64> {
@@ -265,11 +277,19 @@ pub fn parse_status(v: &Value) -> ControlReport {
             })
         })
         .collect();
+    let subs = &v["subscribers"];
+    let subscribers = u(&subs["records"]).map(|records| SubscribersReport {
+        records,
+        file: subs["file"]
+            .is_object()
+            .then(|| subs["file"]["rejected"].as_str().map(str::to_string)),
+    });
     ControlReport {
         sessions,
         by_plan,
         dataplanes,
         pools,
+        subscribers,
     }
 }
 
@@ -364,6 +384,7 @@ mod tests {
                 }
             ]
         );
+        assert_eq!(r.subscribers, None, "an older control");
         let d = &r.dataplanes[0];
         assert_eq!(d.id.as_deref(), Some("lab-dataplane-0"));
         assert_eq!(d.numa_node, Some(1));
@@ -373,6 +394,30 @@ mod tests {
         let d = &r.dataplanes[1];
         assert!(!d.connected && d.id.is_none() && d.cores.is_empty() && d.links_up.is_none());
         assert_eq!(d.error.as_deref(), Some("connect refused"));
+    }
+
+    #[test]
+    fn the_subscriber_store_and_its_file() {
+        let report = |subs: Value| parse_status(&json!({ "subscribers": subs })).subscribers;
+        assert_eq!(
+            report(json!({"records": 3})),
+            Some(SubscribersReport {
+                records: 3,
+                file: None
+            })
+        );
+        assert_eq!(
+            report(json!({"records": 3, "file": {"path": "/etc/kbng-subscribers/s.csv"}})),
+            Some(SubscribersReport {
+                records: 3,
+                file: Some(None)
+            })
+        );
+        let rejected = json!({"records": 3, "file": {"path": "p", "rejected": "row 2: bad MAC"}});
+        assert_eq!(
+            report(rejected).and_then(|r| r.file),
+            Some(Some("row 2: bad MAC".into()))
+        );
     }
 
     #[test]

@@ -17,7 +17,7 @@ use kbng_crds::grant::{FREE_BASELINE_SESSIONS, Verdict};
 use kbng_crds::licence::LicenceSource;
 
 use crate::build::SessionCap;
-use crate::control_api::SessionTally;
+use crate::control_api::{SessionTally, SubscribersReport};
 use crate::plan::Plan;
 
 /// The condition saying whether the control pod's API answered the last status poll.
@@ -33,6 +33,8 @@ pub enum ControlView {
         /// up (`None`: it reported no ports).
         links: Vec<(String, Option<bool>)>,
         pools: Vec<PoolUsage>,
+        /// `None` from a control older than the report.
+        subscribers: Option<SubscribersReport>,
     },
     Unreachable(String),
 }
@@ -109,6 +111,8 @@ pub struct Observed<'a> {
     pub dataplanes_ready: u32,
     pub control_ready: bool,
     pub aaa_mode: AaaMode,
+    /// The BNG names a ConfigMap of subscriber records (`spec.aaa.subscribers`).
+    pub subscribers_configured: bool,
     pub pools: &'a [PoolSpec],
     pub portal_url: &'a str,
     pub control: &'a ControlView,
@@ -497,6 +501,10 @@ pub fn compute(o: &Observed, previous: Option<&BngStatus>) -> BngStatus {
         },
     );
     set_condition(&mut conditions, store_condition(o));
+    match subscribers::condition(o) {
+        Some(c) => set_condition(&mut conditions, c),
+        None => conditions.retain(|c| c.type_ != subscribers::SUBSCRIBERS_IN_FORCE),
+    }
     // Stable order: Ready, Stalled, Reconciling, then the gates in their documented order.
     let order = |t: &str| {
         [gates::READY, gates::STALLED, gates::RECONCILING]
@@ -664,6 +672,9 @@ pub fn usable_addresses(pool: &PoolSpec) -> u64 {
     }
     (u64::from(end - start) + 1).saturating_sub(excluded)
 }
+
+mod subscribers;
+pub use subscribers::SUBSCRIBERS_IN_FORCE;
 
 #[cfg(test)]
 mod tests;

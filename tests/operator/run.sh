@@ -783,16 +783,23 @@ t_real_control_reports_to_status_and_drains() {
     --sessions 4096 --plans 16 --grpc-listen "unix:$sock" --dataplane-id real-dataplane-0 \
     >"$WORK/real-dataplane.log" 2>&1 &
   REAL_PIDS+=($!)
+  # Its subscriber records from a ConfigMap too: the operator names the file in the
+  # generated configuration, and SubscribersInForce reports what the control makes of it.
+  k patch bng real --type merge -p '{"spec":{"aaa":{"subscribers":{"configMap":"lab-subscribers","key":"records.csv"}}}}' >/dev/null || return 1
+  eventually 30 bash -c "kubectl -n $NS get cm real-control -o json | jq -e '.data[\"control.json\"] | fromjson | .subscribersFile' >/dev/null" || return 1
   # The ConfigMap the operator wrote, as generated; only what is pod-local is pointed at this
-  # host: the cap file's path, the store, the API address, the dataplane's socket.
+  # host: the cap file's path, the store, the API address, the dataplane's socket, the
+  # subscribers file (the kubelet's mount, here a copy of the ConfigMap's key).
   config_map_files real-control "$WORK/real-cm" || return 1
+  config_map_files lab-subscribers "$WORK/real-subs" || return 1
   # The API token the operator made for this BNG: the control reads it as the pod would, and
   # the operator presents it on every call.
   k get secret real-control-api -o jsonpath='{.data.token}' | base64 -d >"$WORK/real-token" || return 1
   expect_match "$(cat "$WORK/real-token")" '^[0-9a-f]{64}$' "the operator's API token: 32 random bytes" || rc=1
   local auth=(-H "Authorization: Bearer $(cat "$WORK/real-token")")
-  jq --arg dir "$WORK/real-cm" --arg token "$WORK/real-token" \
-    '.licence.file = "\($dir)/licence.json" | .licence.publicKeyFile = "\($dir)/licence-public.key" | .apiTokenFile = $token' \
+  jq --arg dir "$WORK/real-cm" --arg token "$WORK/real-token" --arg subs "$WORK/real-subs/records.csv" \
+    '.licence.file = "\($dir)/licence.json" | .licence.publicKeyFile = "\($dir)/licence-public.key" | .apiTokenFile = $token |
+     .subscribersFile = $subs' \
     "$WORK/real-cm/control.json" >"$WORK/real-control.json"
   "$RELEASE_BIN/kbng-control" --config "$WORK/real-control.json" --store "$WORK/real.redb" \
     --api-listen "$api" --dataplane "unix:$sock" >"$WORK/real-control.log" 2>&1 &
@@ -841,6 +848,24 @@ t_real_control_reports_to_status_and_drains() {
     "ControlReporting=True DataplanesConnected=True " "control and dataplane conditions" || rc=1
   eventually 60 jq_true k get subscriberplan basic-50m -o json -- '.status.sessions == 1' || rc=1
   expect_eq "$(k get subscriberplan premium-1g -o jsonpath='{.status.sessions}')" 0 "premium-1g sessions" || rc=1
+  # The ConfigMap's two records and c1's added through the API are in force; an edit the
+  # control cannot use is reported on the BNG (a Warning event) while the records stay; the
+  # content restored, it is in force again.
+  local in_force='.status.conditions[] | select(.type == "SubscribersInForce")'
+  eventually 60 jq_true k get bng real -o json -- \
+    "$in_force | .status == \"True\" and .reason == \"FileInForce\" and .message == \"3 subscriber record(s) in force\"" || rc=1
+  cp "$WORK/real-subs/records.csv" "$WORK/real-subs/records.good"
+  printf 'mac,circuit_id,remote_id,plan\n02:00:00:00:00:01,,,\nnot-a-mac,,,\n' >"$WORK/real-subs/records.next"
+  mv "$WORK/real-subs/records.next" "$WORK/real-subs/records.csv"
+  eventually 90 jq_true k get bng real -o json -- \
+    "$in_force | .status == \"False\" and .reason == \"FileRejected\" and (.message | test(\"the 3 record\\\\(s\\\\) read before it stay in force: .*row 3: bad MAC\"))" || {
+    k get bng real -o json | jq -c "$in_force"; rc=1; }
+  expect_eq "$(k get events.events.k8s.io -o json | jq -c '[.items[] | select(.regarding.name == "real" and .reason == "FileRejected") | .type] | unique')" \
+    '["Warning"]' "a Warning event for the rejected file" || rc=1
+  expect_eq "$(curl -s "${auth[@]}" "http://$api/v1/subscribers/02:00:00:00:00:02" | jq -c .)" '{"mac":"02:00:00:00:00:02"}' \
+    "a record the rejected edit dropped, still in force" || rc=1
+  mv "$WORK/real-subs/records.good" "$WORK/real-subs/records.csv"
+  eventually 90 jq_true k get bng real -o json -- "$in_force | .status == \"True\"" || rc=1
   # For argocd_health_checks: the BNG as Argo CD would see it while real processes serve it
   # (given a moment to pass every gate; that check judges what was saved).
   eventually 20 jq_true k get bng real -o json -- '.status.conditions[] | select(.type == "Ready") | .status == "True"' >/dev/null

@@ -418,6 +418,7 @@ async fn converge(bng: &Bng, ns: &str, ctx: &Context) -> Result<Action, Reconcil
                     })
                     .collect(),
                 pools: report.pools.clone(),
+                subscribers: report.subscribers.clone(),
             }
         }
         Err(why) => ControlView::Unreachable(why),
@@ -433,6 +434,7 @@ async fn converge(bng: &Bng, ns: &str, ctx: &Context) -> Result<Action, Reconcil
         dataplanes_ready: u32::try_from(dataplanes_ready).unwrap_or(0),
         control_ready,
         aaa_mode: bng.spec.aaa.mode,
+        subscribers_configured: bng.spec.aaa.subscribers.is_some(),
         pools: &bng.spec.pools,
         portal_url: &bng.spec.walled_garden.portal_url,
         control: &control,

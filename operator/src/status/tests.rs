@@ -64,6 +64,7 @@ fn observed(w: &World, secs: i64) -> Observed<'_> {
         dataplanes_ready: 1,
         control_ready: true,
         aaa_mode: w.bng.spec.aaa.mode,
+        subscribers_configured: w.bng.spec.aaa.subscribers.is_some(),
         pools: &w.bng.spec.pools,
         portal_url: &w.bng.spec.walled_garden.portal_url,
         control: &w.control,
@@ -134,6 +135,7 @@ fn all_gates_true_makes_ready() {
             in_use: 10,
             fixed: 3,
         }],
+        subscribers: None,
     };
     let mut o = observed(&w, 100);
     o.dataplanes[0].connected = true;
@@ -163,6 +165,7 @@ fn all_gates_true_makes_ready() {
         sessions: None,
         links: vec![("lab-dataplane-a".into(), Some(false))],
         pools: Vec::new(),
+        subscribers: None,
     };
     let down = compute(&observed(&w, 110), Some(&s));
     let c = get(&down, gates::INTERFACES_UP);
@@ -349,4 +352,73 @@ fn the_session_store_condition_says_what_was_found() {
     let w = world();
     let s = compute(&observed(&w, 100), None);
     assert_eq!(get(&s, SESSION_STORE_SIZED).reason, "EmptyDir");
+}
+
+#[test]
+fn subscribers_in_force_follows_the_controls_report_of_the_file() {
+    use crate::control_api::SubscribersReport;
+    use kbng_crds::bng::SubscribersSource;
+    let mut w = world();
+    let reported = |file: Option<Option<String>>| ControlView::Reported {
+        sessions: None,
+        links: Vec::new(),
+        pools: Vec::new(),
+        subscribers: Some(SubscribersReport { records: 40, file }),
+    };
+    w.control = reported(Some(None));
+    let none = compute(&observed(&w, 100), None);
+    assert!(
+        condition(&none.conditions, SUBSCRIBERS_IN_FORCE).is_none(),
+        "no ConfigMap named, no condition"
+    );
+
+    w.bng.spec.aaa.subscribers = Some(SubscribersSource {
+        config_map: "subs".into(),
+        key: "subs.csv".into(),
+    });
+    let ok = compute(&observed(&w, 100), None);
+    let c = get(&ok, SUBSCRIBERS_IN_FORCE);
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str(), c.message.as_str()),
+        (TRUE, "FileInForce", "40 subscriber record(s) in force")
+    );
+    assert!(
+        transitions(None, &ok)
+            .iter()
+            .all(|t| t.reason != "FileInForce")
+    );
+
+    w.control = reported(Some(Some("row 7: bad MAC".into())));
+    let bad = compute(&observed(&w, 110), Some(&ok));
+    let c = get(&bad, SUBSCRIBERS_IN_FORCE);
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        (FALSE, "FileRejected")
+    );
+    assert!(
+        c.message
+            .ends_with("the 40 record(s) read before it stay in force: row 7: bad MAC")
+    );
+    let t = transitions(Some(&ok), &bad);
+    assert!(
+        t.iter().any(|t| t.warning && t.reason == "FileRejected"),
+        "a warning event: {t:?}"
+    );
+
+    w.control = reported(None);
+    assert_eq!(
+        get(&compute(&observed(&w, 120), None), SUBSCRIBERS_IN_FORCE).reason,
+        "NoFileYet"
+    );
+    w.control = ControlView::Unreachable("timeout".into());
+    let c = compute(&observed(&w, 130), Some(&bad));
+    assert_eq!(get(&c, SUBSCRIBERS_IN_FORCE).status, UNKNOWN);
+
+    w.bng.spec.aaa.subscribers = None;
+    w.control = reported(Some(None));
+    let removed = compute(&observed(&w, 140), Some(&bad));
+    assert!(
+        condition(&removed.conditions, SUBSCRIBERS_IN_FORCE).is_none(),
+        "gone with the ConfigMap's reference"
+    );
 }
