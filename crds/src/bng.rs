@@ -513,7 +513,8 @@ pub struct AaaSpec {
     /// The local store's subscriber records, from a ConfigMap of the BNG's namespace. Read
     /// when the control starts and again when the mounted file changes (an edit is in force
     /// without a restart; one that does not parse changes nothing and is alerted); records
-    /// changed through its API are kept apart and applied over them.
+    /// changed through its API are kept apart and applied over them. A ConfigMap holds at most
+    /// 1 MiB (some 40,000 CSV rows); import larger stores through the control's API.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subscribers: Option<SubscribersSource>,
     /// The plan of a known subscriber whose record names none.
