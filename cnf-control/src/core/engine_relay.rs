@@ -235,12 +235,6 @@ impl Engine {
         }
     }
 
-    /// The lease time of the server's ACK waiting for session `id`, if any.
-    pub(super) fn relay_lease_secs(&self, id: SessionId) -> Option<u32> {
-        let s = self.sessions.get(&id)?;
-        self.relay_acks.get(&s.key).map(|a| a.lease_secs)
-    }
-
     /// The state machine's `SendAck` in relay mode: the server's ACK, as relayed.
     pub(super) fn relay_send_ack(&mut self, id: SessionId, out: &mut Vec<Output>) {
         let Some(s) = self.sessions.get_mut(&id) else {
