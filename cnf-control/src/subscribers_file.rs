@@ -44,19 +44,38 @@ pub struct Reading {
 
 /// Reads, parses and imports `path` (CSV, or JSON by its `.json` extension).
 pub fn read(path: &Path, cfg: &EngineConfig) -> Reading {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) => {
-            return Reading {
-                digest: None,
-                loaded: Err(format!("{}: {e}", path.display())),
-            };
-        }
-    };
-    Reading {
-        digest: Some(digest(&text)),
-        loaded: import(path, &text, cfg),
+    match text_of(path) {
+        Ok((text, digest)) => Reading {
+            digest: Some(digest),
+            loaded: import(path, &text, cfg),
+        },
+        Err(e) => Reading {
+            digest: None,
+            loaded: Err(e),
+        },
     }
+}
+
+/// As [`read`], but `None` without parsing when the content's digest is `seen`: the watch
+/// reads the file every few seconds and a large one unchanged costs a read and a hash only.
+pub fn read_unless(path: &Path, cfg: &EngineConfig, seen: Option<u64>) -> Option<Reading> {
+    match text_of(path) {
+        Ok((_, digest)) if Some(digest) == seen => None,
+        Ok((text, digest)) => Some(Reading {
+            digest: Some(digest),
+            loaded: import(path, &text, cfg),
+        }),
+        Err(e) => Some(Reading {
+            digest: None,
+            loaded: Err(e),
+        }),
+    }
+}
+
+fn text_of(path: &Path) -> Result<(String, u64), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let d = digest(&text);
+    Ok((text, d))
 }
 
 fn digest(text: &str) -> u64 {
@@ -108,13 +127,13 @@ pub async fn watch(
     loop {
         tick.tick().await;
         let (p, c) = (path.clone(), Arc::clone(&cfg));
-        let Ok(reading) = tokio::task::spawn_blocking(move || read(&p, &c.engine)).await else {
+        let read = move || read_unless(&p, &c.engine, seen);
+        let Ok(reading) = tokio::task::spawn_blocking(read).await else {
             continue;
         };
-        let event = if reading.digest.is_some() && reading.digest == seen {
-            rejected.take().map(|_| FileEvent::InForce)
-        } else {
-            match reading.loaded {
+        let event = match reading {
+            None => rejected.take().map(|_| FileEvent::InForce),
+            Some(reading) => match reading.loaded {
                 Err(problem) if rejected.as_ref() == Some(&problem) => None,
                 Err(problem) => {
                     rejected = Some(problem.clone());
@@ -125,7 +144,7 @@ pub async fn watch(
                     seen = reading.digest;
                     Some(FileEvent::Changed(loaded))
                 }
-            }
+            },
         };
         if let Some(e) = event
             && tx.send(ApiCmd::SubscribersFile(e)).await.is_err()
