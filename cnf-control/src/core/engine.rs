@@ -3,7 +3,7 @@
 //! adapters carry out. Pure and single-owner: one task owns it, so nothing here locks.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::net::Ipv4Addr;
 use std::num::NonZeroU64;
 
@@ -19,6 +19,7 @@ use super::mac_index::{MacHolder, MacIndex};
 use super::pacing::{Pacer, PacingConfig};
 use super::pool::{PoolConfig, Pools};
 use super::session::{self, Action, EndReason, Event, Grant, NS_PER_SEC, State};
+use super::session_table::SessionTable;
 use super::{FastMap, Line, MacAddr, SessionId};
 
 /// What to do with subscribers the AAA does not know.
@@ -175,10 +176,7 @@ pub struct Engine {
     pub subscribers: SubscriberStore,
     admission: Admission,
     pacer: Pacer<SubscriberKey, (Line, Inbound)>,
-    /// Boxed: ids ascend, so new sessions land at the right edge of the tree, where std's
-    /// B-tree splits leave every leaf about half full; a leaf of 11 inline 176-byte entries held
-    /// 6 on average. Boxed, a leaf entry is 16 bytes and the session its own allocation.
-    sessions: BTreeMap<SessionId, Box<Session>>,
+    sessions: SessionTable,
     /// Sessions per state and plan, kept with `sessions` (the gauges read it).
     census: Census,
     by_key: FastMap<SubscriberKey, SessionId>,
@@ -271,7 +269,7 @@ impl Engine {
             server_ids,
             subscribers: SubscriberStore::default(),
             admission: Admission::new(cap),
-            sessions: BTreeMap::new(),
+            sessions: SessionTable::default(),
             census: Census::default(),
             by_key: FastMap::default(),
             by_ip: FastMap::default(),
@@ -407,7 +405,7 @@ impl Engine {
     }
 
     pub fn session(&self, id: SessionId) -> Option<&Session> {
-        self.sessions.get(&id).map(|s| &**s)
+        self.sessions.get(&id)
     }
 
     /// Sessions with id > `after`, in id order, at most `limit`, matching `filter`.
@@ -418,8 +416,7 @@ impl Engine {
         filter: impl Fn(&Session) -> bool + 'a,
     ) -> impl Iterator<Item = &'a Session> + 'a {
         self.sessions
-            .range(after.saturating_add(1)..)
-            .map(|(_, s)| &**s)
+            .from_id(after.saturating_add(1))
             .filter(move |s| filter(s))
             .take(limit)
     }
@@ -429,7 +426,7 @@ impl Engine {
         self.sessions
             .values()
             .filter(|s| s.line.dataplane == dataplane)
-            .filter_map(|s| dp_session(s))
+            .filter_map(dp_session)
             .collect()
     }
 
@@ -474,7 +471,7 @@ impl Engine {
             self.census.add(&s.state);
             self.index_ip(s.id, None, s.state.ip());
             self.by_mac.add(s.mac, s.id);
-            self.sessions.insert(s.id, Box::new(s));
+            self.sessions.insert(s.id, s);
         }
         problems
     }
@@ -743,7 +740,7 @@ impl Engine {
         self.census.add(&s.state);
         self.index_ip(id, None, s.state.ip());
         self.by_mac.add(s.mac, id);
-        self.sessions.insert(id, Box::new(s));
+        self.sessions.insert(id, s);
         self.changed(id, out);
         self.schedule(id);
         if self.cfg.external_auth {
@@ -1085,7 +1082,7 @@ impl Engine {
                     reason,
                 });
             }
-            Action::Persist => out.push(Output::Persist(s.clone())),
+            Action::Persist => out.push(Output::Persist(Box::new(s.clone()))),
             Action::Forget => out.push(Output::Forget(id)),
         }
     }
@@ -1236,7 +1233,7 @@ impl Engine {
         self.sessions.get(&id)?.state.bound()?;
         self.end_after(id, secs, now_ns);
         let s = self.sessions.get(&id)?;
-        let out = vec![Output::Persist(s.clone())];
+        let out = vec![Output::Persist(Box::new(s.clone()))];
         self.count("session timeout changed");
         Some(out)
     }
@@ -1283,8 +1280,7 @@ impl Engine {
     pub fn drain(&mut self, after: SessionId, max: usize, now_ns: u64) -> Drained {
         let ids: Vec<SessionId> = self
             .sessions
-            .range(after.saturating_add(1)..)
-            .map(|(_, s)| &**s)
+            .from_id(after.saturating_add(1))
             .filter(|s| !matches!(s.state, State::Releasing { .. }))
             .map(|s| s.id)
             .take(max)

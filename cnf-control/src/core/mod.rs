@@ -10,6 +10,7 @@ pub mod pacing;
 pub mod pool;
 pub mod relay;
 pub mod session;
+pub mod session_table;
 pub mod subscriber_page;
 #[cfg(test)]
 pub(crate) mod test_support;
