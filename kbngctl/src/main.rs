@@ -6,6 +6,7 @@
 
 mod client;
 mod licence;
+mod listing;
 mod plans;
 mod sessions;
 mod status;

@@ -14,6 +14,7 @@ use hyper::Method;
 use serde_json::Value;
 
 use crate::client::{Client, Output, ServerArgs, block_on, query_value};
+use crate::listing::Listing;
 
 #[derive(Debug, Subcommand)]
 pub enum SessionsCommand {
@@ -178,13 +179,8 @@ async fn list(c: &Client, filter: &str, page: u16, output: Output) -> anyhow::Re
     } else {
         HashMap::new()
     };
-    let mut out = std::io::stdout().lock();
+    let mut listing = Listing::start(output, HEADER)?;
     let mut after = 0u64;
-    let mut n = 0u64;
-    match output {
-        Output::Table => writeln!(out, "{HEADER}")?,
-        Output::Json => write!(out, "[")?,
-    }
     loop {
         let v = c
             .get(&format!("/v1/sessions?after={after}&limit={page}{filter}"))
@@ -193,24 +189,14 @@ async fn list(c: &Client, filter: &str, page: u16, output: Output) -> anyhow::Re
             .as_array()
             .context("GET /v1/sessions: no \"sessions\" array")?;
         for sess in sessions {
-            match output {
-                Output::Table => writeln!(out, "{}", row(sess, &names))?,
-                Output::Json => {
-                    let sep = if n == 0 { "\n" } else { ",\n" };
-                    write!(out, "{sep}{sess}")?;
-                }
-            }
-            n += 1;
+            listing.item(sess, |s| row(s, &names))?;
         }
         after = v["nextAfter"].as_u64().unwrap_or(0);
         if after == 0 {
             break;
         }
     }
-    match output {
-        Output::Table => writeln!(out, "{n} session(s)")?,
-        Output::Json => writeln!(out, "\n]")?,
-    }
+    listing.finish("session")?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -6,14 +6,13 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use std::io::Write;
-
 use anyhow::{Context, bail};
 use clap::Subcommand;
 use hyper::Method;
 use serde_json::Value;
 
 use crate::client::{Client, Output, ServerArgs, block_on, query_value};
+use crate::listing::Listing;
 
 #[derive(Debug, Subcommand)]
 pub enum SubscribersCommand {
@@ -239,13 +238,8 @@ fn row(v: &Value) -> String {
 }
 
 async fn list(c: &Client, page: u16, output: Output) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
+    let mut listing = Listing::start(output, HEADER)?;
     let mut after = String::new();
-    let mut n = 0u64;
-    match output {
-        Output::Table => writeln!(out, "{HEADER}")?,
-        Output::Json => write!(out, "[")?,
-    }
     loop {
         let v = c
             .get(&format!(
@@ -257,23 +251,13 @@ async fn list(c: &Client, page: u16, output: Output) -> anyhow::Result<()> {
             .as_array()
             .context("GET /v1/subscribers: no \"subscribers\" array")?;
         for r in records {
-            match output {
-                Output::Table => writeln!(out, "{}", row(r))?,
-                Output::Json => {
-                    let sep = if n == 0 { "\n" } else { ",\n" };
-                    write!(out, "{sep}{r}")?;
-                }
-            }
-            n += 1;
+            listing.item(r, row)?;
         }
         match v["next"].as_str() {
             Some(next) => after = next.to_string(),
             None => break,
         }
     }
-    match output {
-        Output::Table => writeln!(out, "{n} subscriber(s)")?,
-        Output::Json => writeln!(out, "\n]")?,
-    }
+    listing.finish("subscriber")?;
     Ok(())
 }
