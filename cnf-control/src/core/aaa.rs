@@ -13,6 +13,7 @@ use std::net::Ipv4Addr;
 use serde::{Deserialize, Serialize};
 
 use super::MacAddr;
+use super::subscriber_page::RecordKey;
 
 /// Errors of one import; every bad row is reported, not only the first.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -195,16 +196,15 @@ impl SubscriberStore {
         if let Some(p) = rec.problem() {
             return Err(p.into());
         }
-        let key = opt82_key(rec.circuit_id.as_deref(), rec.remote_id.as_deref());
-        match (&rec.mac, key.0.is_some() || key.1.is_some()) {
-            (_, true) => {
-                self.by_opt82.insert(key, rec);
+        match RecordKey::of(&rec) {
+            Some(RecordKey::Opt82(k)) => {
+                self.by_opt82.insert(k, rec);
             }
-            (Some(m), false) => {
-                let mac = parse_mac(m).ok_or_else(|| format!("bad MAC {m:?}"))?;
-                self.by_mac.insert(mac_number(&mac), rec);
+            Some(RecordKey::Mac(m)) => {
+                self.by_mac.insert(mac_number(&m), rec);
             }
-            (None, false) => return Err("a record needs a MAC, a circuit-id or a remote-id".into()),
+            // `problem` refuses a record with neither, or with a bad MAC.
+            None => return Err("a record needs a MAC, a circuit-id or a remote-id".into()),
         }
         Ok(())
     }

@@ -9,7 +9,8 @@ use std::ops::Bound;
 
 use super::MacAddr;
 use super::aaa::{
-    Opt82, SubscriberRecord, SubscriberStore, format_mac, mac_number, number_mac, parse_mac,
+    Opt82, SubscriberRecord, SubscriberStore, format_mac, mac_number, number_mac, opt82_key,
+    parse_mac,
 };
 
 /// What a record is filed under.
@@ -46,6 +47,16 @@ impl RecordKey {
             p => unhex(p).map(Some),
         };
         Some(RecordKey::Opt82((part(cid)?, part(rid)?)))
+    }
+
+    /// What `rec` is filed under: its option 82 identity when it has one, else its MAC;
+    /// `None` for a record with neither, or with a MAC that does not parse.
+    pub fn of(rec: &SubscriberRecord) -> Option<RecordKey> {
+        if rec.circuit_id.is_some() || rec.remote_id.is_some() {
+            let k = opt82_key(rec.circuit_id.as_deref(), rec.remote_id.as_deref());
+            return Some(RecordKey::Opt82(k));
+        }
+        RecordKey::mac(rec.mac.as_deref()?)
     }
 
     /// The key of a MAC written `aa:bb:cc:dd:ee:ff`.
@@ -143,7 +154,6 @@ impl SubscriberStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::aaa::opt82_key;
 
     fn store() -> SubscriberStore {
         let mut s = SubscriberStore::default();

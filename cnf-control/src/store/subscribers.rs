@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use crate::core::MacAddr;
-use crate::core::aaa::{Opt82, SubscriberRecord, SubscriberStore, opt82_key, parse_mac};
+use crate::core::aaa::{Opt82, SubscriberRecord, SubscriberStore};
 use crate::core::subscriber_page::RecordKey;
 
 /// Apply kept `changes` over `subs` (loaded from the file); returns what could not be applied.
@@ -85,13 +85,17 @@ impl SubscriberChange {
     /// What the record is looked up by: its option 82 identity when it has one, else its MAC
     /// (as the store keys it). `None` for a record the store would refuse.
     pub fn key(&self) -> Option<Vec<u8>> {
-        match self {
-            SubscriberChange::Removed(RecordKey::Mac(mac)) => Some(mac_key(mac)),
-            SubscriberChange::Removed(RecordKey::Opt82(k)) => opt82_store_key(k),
-            SubscriberChange::Added(r) if r.circuit_id.is_some() || r.remote_id.is_some() => {
-                opt82_store_key(&opt82_key(r.circuit_id.as_deref(), r.remote_id.as_deref()))
+        let of_record;
+        let k = match self {
+            SubscriberChange::Removed(k) => k,
+            SubscriberChange::Added(r) => {
+                of_record = RecordKey::of(r)?;
+                &of_record
             }
-            SubscriberChange::Added(r) => Some(mac_key(&parse_mac(r.mac.as_deref()?)?)),
+        };
+        match k {
+            RecordKey::Mac(mac) => Some(mac_key(mac)),
+            RecordKey::Opt82(k) => opt82_store_key(k),
         }
     }
 
@@ -155,6 +159,7 @@ fn mac_key(mac: &MacAddr) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::aaa::opt82_key;
 
     fn record(mac: Option<&str>, cid: Option<&str>) -> SubscriberRecord {
         SubscriberRecord {
