@@ -44,7 +44,21 @@ pub struct Reading {
 
 /// Reads, parses and imports `path` (CSV, or JSON by its `.json` extension).
 pub fn read(path: &Path, cfg: &EngineConfig) -> Reading {
-    match text_of(path) {
+    reading(path, cfg, text_of(path))
+}
+
+/// As [`read`], but `None` without parsing when the content's digest is `seen`: the watch
+/// reads the file every few seconds and a large one unchanged costs a read and a hash only.
+pub fn read_unless(path: &Path, cfg: &EngineConfig, seen: Option<u64>) -> Option<Reading> {
+    let text = text_of(path);
+    if matches!(&text, Ok((_, digest)) if Some(*digest) == seen) {
+        return None;
+    }
+    Some(reading(path, cfg, text))
+}
+
+fn reading(path: &Path, cfg: &EngineConfig, text: Result<(String, u64), String>) -> Reading {
+    match text {
         Ok((text, digest)) => Reading {
             digest: Some(digest),
             loaded: import(path, &text, cfg),
@@ -53,22 +67,6 @@ pub fn read(path: &Path, cfg: &EngineConfig) -> Reading {
             digest: None,
             loaded: Err(e),
         },
-    }
-}
-
-/// As [`read`], but `None` without parsing when the content's digest is `seen`: the watch
-/// reads the file every few seconds and a large one unchanged costs a read and a hash only.
-pub fn read_unless(path: &Path, cfg: &EngineConfig, seen: Option<u64>) -> Option<Reading> {
-    match text_of(path) {
-        Ok((_, digest)) if Some(digest) == seen => None,
-        Ok((text, digest)) => Some(Reading {
-            digest: Some(digest),
-            loaded: import(path, &text, cfg),
-        }),
-        Err(e) => Some(Reading {
-            digest: None,
-            loaded: Err(e),
-        }),
     }
 }
 
