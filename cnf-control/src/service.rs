@@ -645,12 +645,12 @@ impl Running {
                      {problem}"
                 );
                 self.engine.subscribers_file_rejected();
-                self.subscribers_file_rejected(Some(problem));
+                self.set_subscribers_file_problem(Some(problem));
                 return;
             }
             FileEvent::InForce => {
                 tracing::info!("subscribers file: back to the content in force");
-                self.subscribers_file_rejected(None);
+                self.set_subscribers_file_problem(None);
                 return;
             }
         };
@@ -667,12 +667,12 @@ impl Running {
             "subscribers file changed: its records are in force, with the API's changes over them"
         );
         self.engine.replace_subscribers(loaded.store);
-        self.subscribers_file_rejected(None);
+        self.set_subscribers_file_problem(None);
     }
 
     /// Why the subscribers file's content is not in force (`None`: it is), for the status
     /// and the gauge.
-    fn subscribers_file_rejected(&mut self, problem: Option<String>) {
+    fn set_subscribers_file_problem(&mut self, problem: Option<String>) {
         crate::health_metrics::subscribers_file_rejected(problem.is_some());
         self.subscribers_file_problem = problem;
     }

@@ -895,8 +895,8 @@ impl Engine {
     }
 
     /// Feed one event to a session and carry out its actions. The session is looked up once
-    /// before its step and once after its actions (which may end it); each lookup is a B-tree
-    /// search, and this runs several times per DORA.
+    /// before its step and once after its actions (which may end it): this runs several times
+    /// per DORA, and lookups were most of its cost.
     fn event(&mut self, id: SessionId, ev: Event, now_ns: u64, out: &mut Vec<Output>) {
         let Some(s) = self.sessions.get_mut(&id) else {
             return;
