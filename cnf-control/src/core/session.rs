@@ -173,6 +173,9 @@ pub enum Event {
     PlanChanged {
         plan_id: u32,
     },
+    /// The local AAA's answer changed under an admitted session (a subscriber record added,
+    /// changed or removed): its grant from now on.
+    Regranted(Grant),
     /// CoA Disconnect or removal.
     Disconnect,
     /// An operator drain: a Disconnect the NAS decided on (RADIUS tells the two apart).
@@ -424,6 +427,20 @@ pub fn step(state: State, event: Event, now_ns: u64, lease_secs: u32) -> (State,
                 quarantine: false,
             }],
         ),
+        (
+            S::Offered {
+                xid, ip, until_ns, ..
+            },
+            E::Regranted(grant),
+        ) => (
+            S::Offered {
+                xid,
+                ip,
+                grant,
+                until_ns,
+            },
+            vec![],
+        ),
         (S::Offered { ip, .. }, E::Decline) => (
             S::Expired {
                 reason: EndReason::Declined,
@@ -589,16 +606,23 @@ fn bound_step(
                 Grant::Active { .. } => Grant::Active { plan_id },
                 Grant::Captive { over_cap, .. } => Grant::Captive { plan_id, over_cap },
             };
-            if g == grant {
-                return (s, vec![]);
-            }
-            (
-                rebind(s, lease, g),
-                vec![A::Modify { grant: g }, A::Persist],
-            )
+            regrant(s, lease, grant, g)
         }
+        E::Regranted(g) => regrant(s, lease, grant, g),
         _ => (s, vec![]),
     }
+}
+
+/// Bound session `s` holding `lease` under `old` is granted `new`: the dataplanes and the
+/// store follow when it differs.
+fn regrant(s: State, lease: Lease, old: Grant, new: Grant) -> (State, Vec<Action>) {
+    if new == old {
+        return (s, vec![]);
+    }
+    (
+        rebind(s, lease, new),
+        vec![Action::Modify { grant: new }, Action::Persist],
+    )
 }
 
 /// The same phase (bound or renewing) with a new grant.

@@ -244,6 +244,46 @@ fn unknown_subscriber_is_captive_and_never_promoted() {
 }
 
 #[test]
+fn regranted_by_a_changed_record() {
+    let walled = Grant::Captive {
+        plan_id: 1,
+        over_cap: false,
+    };
+    let mut s = bound_at(0, walled);
+    assert_eq!(
+        s.at(5, Event::Regranted(GOLD)),
+        vec![Action::Modify { grant: GOLD }, Action::Persist]
+    );
+    assert_eq!(s.name(), "active");
+    assert!(s.at(6, Event::Regranted(GOLD)).is_empty(), "the same grant");
+    // While renewing the phase is kept; the lease is not touched.
+    s.at(1810, Event::Tick);
+    let lease = s.state.bound().unwrap().0;
+    s.at(1811, Event::Regranted(walled));
+    assert_eq!(s.name(), "renewing");
+    assert_eq!(s.state.bound().unwrap(), (lease, walled));
+    // An offer not yet requested takes the new grant silently and binds with it.
+    let mut o = Script::new();
+    o.at(0, Event::Authorized(Some(walled)));
+    assert!(o.at(1, Event::Regranted(GOLD)).is_empty());
+    let a = o.at(
+        2,
+        Event::Request {
+            xid: 1,
+            ip: IP,
+            server_matches: true,
+        },
+    );
+    assert!(
+        a.contains(&Action::Install {
+            ip: IP,
+            grant: GOLD
+        }),
+        "{a:?}"
+    );
+}
+
+#[test]
 fn plan_changed_by_coa() {
     let mut s = bound_at(0, GOLD);
     let a = s.at(10, Event::PlanChanged { plan_id: 9 });
