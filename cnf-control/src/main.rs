@@ -145,6 +145,9 @@ async fn main() -> anyhow::Result<()> {
     for problem in &restored.problems {
         tracing::warn!("restore: {problem}");
     }
+    // The records may have changed while the control was down (an edited file, a store
+    // written by another version): the restored sessions follow them from the first ticks.
+    engine.subscribers_changed();
     tracing::info!(
         sessions = restored.loaded,
         ms = t.elapsed().as_millis() as u64,

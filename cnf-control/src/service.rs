@@ -128,6 +128,8 @@ pub struct SubscribersView {
     /// The subscribers file, when there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub file: Option<SubscribersFileView>,
+    /// A change of the records is being applied to the sessions admitted before it.
+    pub applying: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -556,6 +558,7 @@ impl Running {
                     pools: self.engine.pool_usage().collect(),
                     subscribers: SubscribersView {
                         records: self.engine.subscribers.len(),
+                        applying: self.engine.reauthorizing(),
                         file: self
                             .cfg
                             .subscribers_file
@@ -589,6 +592,7 @@ impl Running {
                     for c in kept {
                         self.keep_subscriber_change(c, b);
                     }
+                    self.engine.subscribers_changed();
                 }
                 let r = r.map_err(|errs| errs.iter().map(|e| e.to_string()).collect());
                 b.replies.push(Box::new(move || {
@@ -609,6 +613,7 @@ impl Running {
                 let removed = self.engine.subscribers.remove(&key);
                 if removed {
                     self.keep_subscriber_change(SubscriberChange::Removed(key), b);
+                    self.engine.subscribers_changed();
                 }
                 b.replies.push(Box::new(move || {
                     let _ = reply.send(removed);

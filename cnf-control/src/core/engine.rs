@@ -207,6 +207,8 @@ pub struct Engine {
     /// Relay mode (`engine_relay.rs`): the relay agent, and server ACKs awaiting `SendAck`.
     relay: Option<super::relay::Relay>,
     relay_acks: FastMap<SubscriberKey, relay_glue::RelayAck>,
+    /// A walk applying a changed subscriber store to the sessions (`engine_reauth.rs`).
+    sweep: Option<reauth::Sweep>,
 }
 
 /// What the server answers a client.
@@ -286,6 +288,7 @@ impl Engine {
             counters: FastMap::default(),
             relay: None,
             relay_acks: FastMap::default(),
+            sweep: None,
         })
     }
 
@@ -294,10 +297,11 @@ impl Engine {
     }
 
     /// Puts `subs` in force (a changed subscribers file, the API's changes laid over it):
-    /// from now on, admissions look there; sessions admitted keep their grant.
+    /// admissions look there from now on, and the sessions admitted are walked to follow it.
     pub fn replace_subscribers(&mut self, subs: SubscriberStore) {
         self.subscribers = subs;
         self.count("subscribers file reloaded");
+        self.subscribers_changed();
     }
 
     /// A changed subscribers file that cannot be used: counted, the store in force stays.
@@ -791,9 +795,10 @@ impl Engine {
         }
     }
 
-    /// Admission of a known subscriber with plan name `plan` (`None` = default).
-    fn grant_for(&mut self, id: SessionId, plan: Option<&str>) -> Option<Grant> {
-        let plan_id = match plan {
+    /// The dataplane id of plan name `plan` (`None` = the default plan; so is a name the
+    /// control lacks, counted).
+    fn plan_id(&mut self, plan: Option<&str>) -> u32 {
+        match plan {
             None => self.cfg.default_plan,
             Some(name) => match self.cfg.plans.get(name) {
                 Some(p) => *p,
@@ -802,7 +807,12 @@ impl Engine {
                     self.cfg.default_plan
                 }
             },
-        };
+        }
+    }
+
+    /// Admission of a known subscriber with plan name `plan` (`None` = default).
+    fn grant_for(&mut self, id: SessionId, plan: Option<&str>) -> Option<Grant> {
+        let plan_id = self.plan_id(plan);
         Some(match self.admission.admit(id) {
             Admit::Active => Grant::Active { plan_id },
             Admit::Captive => {
@@ -1165,6 +1175,7 @@ impl Engine {
             self.quarantine.pop_front();
             self.pools.release(ip);
         }
+        self.sweep_step(now_ns, &mut out);
         out
     }
 
@@ -1381,6 +1392,9 @@ mod relay_glue;
 
 #[path = "engine_address.rs"]
 mod address;
+
+#[path = "engine_reauth.rs"]
+mod reauth;
 use address::{AddressRefusal, Asker};
 
 #[cfg(test)]
@@ -1394,3 +1408,7 @@ mod aaa_tests;
 #[cfg(test)]
 #[path = "engine_address_tests.rs"]
 mod address_tests;
+
+#[cfg(test)]
+#[path = "engine_reauth_tests.rs"]
+mod reauth_tests;
