@@ -347,6 +347,15 @@ if [[ $gone3 == "removed 02:00:00:00:01:03" && ${s8:-} == *'"ipv4":"100.64.0.3"'
     ${s4:-} == *'"plan":"gold"'* ]] && grep -q "subscriber changes made through the API applied over the file" "$tmp/control.log"; then
     ok "subscriber_changes_through_the_api_outlive_a_restart (c8's record kept, c3's removal kept over the file, the file's others back)"; else
     bad subscriber_changes_through_the_api_outlive_a_restart "before=$gone3 c8=${s8:-} c3=${s3:-} c4=${s4:-}"; fi
+# c3's session outlived its record: it is walled in as an unknown subscriber's is, in the
+# dataplane too (the audit compares the captive flag), and its HTTP goes to the portal.
+ip3=$(addr_of c3)
+st3=$(apiget "/v1/sessions?ip=$ip3" | jq_py '"%s plan %s" % (d["sessions"][0]["state"], d["sessions"][0]["planId"])' 2>/dev/null)
+walled3=$(counter "walled: subscriber record removed")
+resp3=$(inns c3 curl -sS -i -m 5 http://198.51.100.7/ 2>&1 | tr -d '\r')
+if [[ ${st3:-} == "captive plan "* && $walled3 -ge 1 ]] && echo "$resp3" | grep -q '^Location: http://portal.kbng.test/login' && audit_clean >/dev/null; then
+    ok "a_removed_record_walls_its_live_session_in (c3 at $ip3 captive, its HTTP redirected)"; else
+    bad a_removed_record_walls_its_live_session_in "c3=${st3:-none} walled=$walled3 $(echo "$resp3" | head -1) $(audit_clean)"; fi
 
 # ---- the subscribers file edited under the running control, replaced whole as the kubelet
 # replaces a mounted ConfigMap: a bad edit changes nothing and is reported; a good one is in
@@ -387,6 +396,28 @@ if [[ $m_cleared == 0 && $listed == 47 && $m_records == 47 && ${s4:-} == *'"plan
     -n $ip9 && ${c9:-} == "active plan 11" ]] && reach c9; then
     ok "a_subscribers_file_edit_is_in_force_without_a_restart (c9 active on bronze at $ip9, c4 now bronze, the API's changes kept, $listed records listed)"; else
     bad a_subscribers_file_edit_is_in_force_without_a_restart "gauge=$m_cleared listed=$listed records=$m_records c4=${s4:-} c3=${s3:-} c8=${s8:-} ip9=$ip9 c9=${c9:-none}"; fi
+plan_of() { apiget "/v1/sessions?ip=$1" | jq_py '"%s plan %s" % (d["sessions"][0]["state"], d["sessions"][0]["planId"])' 2>/dev/null; }
+wait_plan() { # ip, "state plan N"; up to 5 s
+    local i
+    for i in $(seq 25); do [[ $(plan_of "$1") == "$2" ]] && return 0; sleep 0.2; done
+    return 1
+}
+# c4 leased on gold before the edit; its record says bronze now, and so does its session,
+# without a new lease: in the control and in the dataplane.
+ip4=$(addr_of c4)
+if wait_plan "$ip4" "active plan 11" && aud=$(settled) && reach c4; then
+    ok "a_changed_record_reaches_its_live_session (c4 at $ip4 now on bronze in control and dataplane)"; else
+    bad a_changed_record_reaches_its_live_session "c4=$(plan_of "$ip4") $aud"; fi
+
+# ---- the portal's sign-up: an unknown subscriber, captive, gets service once a record names it
+client c10 02:00:00:00:01:0a
+inns c10 timeout 30 udhcpc -i e0 -n -q -f -s /etc/udhcpc/default.script >>"$tmp/clients.log" 2>&1
+ip10=$(addr_of c10)
+before10=$(plan_of "$ip10")
+added=$(kbngctl subscribers add --mac 02:00:00:00:01:0a --plan gold 2>&1)
+if [[ -n $ip10 && $before10 == "captive plan "* ]] && wait_plan "$ip10" "active plan 10" && aud=$(settled) && reach c10; then
+    ok "a_captive_subscriber_signed_up_gets_service_on_its_lease (c10 at $ip10)"; else
+    bad a_captive_subscriber_signed_up_gets_service_on_its_lease "ip=$ip10 before=$before10 added=$added now=$(plan_of "$ip10") ${aud:-}"; fi
 
 # ---- a dataplane restarted with room for fewer sessions than the control holds: the control
 # keeps what fits, ends the rest, stays connected, and turns new subscribers away
