@@ -26,6 +26,7 @@ use crate::batch_isolation;
 use crate::config::{Config, Plan};
 use crate::core::SessionId;
 use crate::core::engine::{DpSession, ProgramOp};
+use crate::dataplane_renewal::Renewal;
 use crate::observe;
 use kbng_crds::plan::{ColourAction, ColourActionKind, DirectionPolicy, PolicerMode};
 
@@ -461,8 +462,8 @@ enum Ended {
 struct Across {
     /// The dataplane's boot id at the last connection: another one means it restarted.
     last_boot: Option<u64>,
-    /// Changes when the TLS files do.
-    renewed: Option<watch::Receiver<Option<u64>>>,
+    /// When the TLS files' changes reopen the connection.
+    renewal: Renewal,
 }
 
 /// The task serving dataplane `index` at `target`, until the engine is gone. `renewed`
@@ -478,7 +479,7 @@ pub async fn run(
 ) {
     let mut across = Across {
         last_boot: None,
-        renewed,
+        renewal: Renewal::new(renewed, index),
     };
     // Reported before the first attempt, so a dataplane that never answers shows as lost.
     crate::health_metrics::dataplane_connected(index, false);
@@ -547,11 +548,9 @@ async fn session(
     status: &Mutex<DpStatus>,
     across: &mut Across,
 ) -> Result<Ended, String> {
-    let Across { last_boot, renewed } = across;
+    let Across { last_boot, renewal } = across;
     // Marked before the files are read: a change from here on reopens this connection.
-    if let Some(r) = renewed.as_mut() {
-        r.borrow_and_update();
-    }
+    renewal.mark();
     let mut c = connect(target).await.map_err(|e| format!("connect: {e}"))?;
     let id = c
         .get_identity(pb::GetIdentityRequest {})
@@ -667,7 +666,7 @@ async fn session(
                     Err(e) => Err(format!("punt reader: {e}")),
                 };
             }
-            () = renewal(renewed) => return Ok(Ended::Renewed),
+            () = renewal.due() => return Ok(Ended::Renewed),
             cmd = cmds.recv() => {
                 let Some(cmd) = cmd else { return Ok(Ended::EngineGone) };
                 let mut ops = Vec::new();
@@ -710,17 +709,6 @@ async fn session(
             }
         }
     }
-}
-
-/// Ready when the TLS files change; never without TLS, or once their watcher is gone.
-async fn renewal(renewed: &mut Option<watch::Receiver<Option<u64>>>) {
-    if let Some(r) = renewed.as_mut()
-        && r.changed().await.is_ok()
-    {
-        return;
-    }
-    *renewed = None;
-    std::future::pending().await
 }
 
 /// An ACK for a session the dataplane refused would promise a session that is not there: it

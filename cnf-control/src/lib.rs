@@ -25,6 +25,7 @@ pub mod commit;
 pub mod config;
 pub mod core;
 pub mod dataplane;
+pub mod dataplane_renewal;
 pub mod dataplane_tls;
 pub mod health_metrics;
 pub mod licence_file;
