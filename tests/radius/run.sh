@@ -261,8 +261,8 @@ inns c1 curl -s -m 20 -o /dev/null http://192.0.2.1:8080/big
 check "an Interim-Update of c1 carries the traffic (output octets >= 3000000, input > 0)" \
     wait_for 10 detail_has "$asid1" Interim-Update "int(r.get('Acct-Output-Octets', 0)) >= 3000000 and int(r.get('Acct-Input-Octets', 0)) > 0"
 
-# ---- CoA: change c1's plan live
-out=$(coa coa "$das_secret" "Acct-Session-Id = \"$asid1\"" 'Filter-Id = "silver"')
+# ---- CoA: change c1's plan live, with a Class its accounting carries from then on
+out=$(coa coa "$das_secret" "Acct-Session-Id = \"$asid1\"" 'Filter-Id = "silver"' 'Class = "kbng-billing-c1-silver"')
 p1=$(session_of "$ip1" planId)
 if grep -q 'Received CoA-ACK' <<<"$out" && [[ $p1 == 11 ]]; then ok "CoA-Request with Filter-Id changes c1's plan live (CoA-ACK, planId 11)"; else
     bad "CoA-Request changes the plan" "plan=$p1 $out"; fi
@@ -288,6 +288,10 @@ if grep -q 'Received Disconnect-ACK' <<<"$out" && [[ $n == 0 ]] && audit_clean; 
     bad "Disconnect-Request removes the session" "left=$n $out"; fi
 check "accounting Stop of c1 reached FreeRADIUS with Admin-Reset and nonzero octets" \
     wait_for 5 detail_has "$asid1" Stop "r.get('Acct-Terminate-Cause') == 'Admin-Reset' and int(r.get('Acct-Output-Octets', 0)) >= 3000000 and int(r.get('Acct-Session-Time', -1)) >= 0"
+# c1's Access-Accept had no Class: its Start has none, its Stop the CoA's (hex in the detail file).
+class1="0x$(printf kbng-billing-c1-silver | od -An -tx1 | tr -d ' \n')"
+check "c1's Stop carries the Class of its CoA, its Start none" \
+    detail_has "$asid1" Stop "r.get('Class') == '$class1' and '$asid1' not in [x.get('Acct-Session-Id') for x in d if x.get('Acct-Status-Type') == 'Start' and 'Class' in x]"
 out=$(coa disconnect "$das_secret" "Acct-Session-Id = \"$asid1\"")
 check "a second Disconnect for c1 is NAKed: the session is gone" grep -q 'Received Disconnect-NAK' <<<"$out"
 

@@ -1,6 +1,6 @@
 //! The Dynamic Authorization Server (RFC 5176): CoA-Request changes a live session's plan,
-//! its Session-Timeout (from now), its Idle-Timeout, or several at once; Disconnect-Request
-//! ends it.
+//! its Session-Timeout (from now), its Idle-Timeout, the Class its accounting carries, or
+//! several at once; Disconnect-Request ends it.
 //!
 //! - Only configured clients are heard; a request from anyone else, or whose authenticator
 //!   does not verify with that client's secret, is silently discarded and counted (§3, §5):
@@ -8,11 +8,13 @@
 //! - A session is identified by Acct-Session-Id, Framed-IP-Address, Calling-Station-Id or a
 //!   MAC User-Name (§3), all of which must match. None of them: NAK 402 Missing-Attribute; no
 //!   such session: 503 Session-Context-Not-Found; a NAS-Identifier or NAS-IP-Address that is
-//!   not ours: 403 NAS-Identification-Mismatch; a CoA with neither a plan nor a
-//!   Session-Timeout nor an Idle-Timeout: 402; a plan name the control does not know, or a
+//!   not ours: 403 NAS-Identification-Mismatch; a CoA with none of a plan, a
+//!   Session-Timeout, an Idle-Timeout or a Class: 402; a plan name the control does not know, or a
 //!   Session-Timeout or Idle-Timeout that is not 4 bytes: 407 Invalid-Attribute-Value; an
 //!   Idle-Timeout while accounting is off: 401 Unsupported-Attribute (idleness is read from
-//!   the counters the accounting reads). Other attributes are ignored.
+//!   the counters the accounting reads). A CoA's Class values replace the Access-Accept's in
+//!   the session's accounting from then on (a change of service billed apart); with
+//!   accounting off they are ignored. Other attributes are ignored.
 //! - A retransmitted request (same source, identifier and authenticator) gets the cached
 //!   answer again instead of being applied twice (RFC 5080 §2.2.2).
 //! - The engine applies the change and the answer leaves after the engine task's batch: its
@@ -57,6 +59,9 @@ pub struct DasRequest {
     /// Idle-Timeout: the seconds without upstream traffic that end the session, counted from
     /// now (0: without limit). The RADIUS task watches it, not the engine.
     pub idle_timeout_secs: Option<u32>,
+    /// Class: the values the session's accounting carries from now (RFC 2865 §5.25), in
+    /// order; `None` when the CoA has none (the ones before stay) or accounting is off.
+    pub class: Option<Vec<Vec<u8>>>,
 }
 
 impl DasRequest {
@@ -65,6 +70,7 @@ impl DasRequest {
         self.plan.is_some()
             || self.session_timeout_secs.is_some()
             || self.idle_timeout_secs.is_some()
+            || self.class.is_some()
     }
 }
 
@@ -110,12 +116,19 @@ pub fn interpret(cfg: &RadiusConfig, req: &CoaRequest) -> Result<DasRequest, u32
             None => Ok(None),
         }
     };
+    let class: Vec<Vec<u8>> = req
+        .attributes
+        .iter()
+        .filter(|(k, _)| *k == attr::CLASS)
+        .map(|(_, v)| v.clone())
+        .collect();
     let r = DasRequest {
         kind: req.kind,
         selector,
         plan: plan_of(cfg.plan_attribute, &req.attributes),
         session_timeout_secs: seconds(attr::SESSION_TIMEOUT)?,
         idle_timeout_secs: seconds(attr::IDLE_TIMEOUT)?,
+        class: (cfg.accounting && !class.is_empty()).then_some(class),
     };
     if req.kind == CoaKind::Coa && !r.changes_something() {
         return Err(error_cause::MISSING_ATTRIBUTE);
@@ -142,13 +155,23 @@ pub fn resolve(engine: &Engine, sel: &Selector) -> Result<SessionId, u32> {
     Ok(id)
 }
 
-/// What [`apply`] did: the engine's outputs, the answer, and, for a CoA's Idle-Timeout that
-/// was taken with the rest of the request, the session and seconds the RADIUS task is to watch.
+/// What [`apply`] did: the engine's outputs, the answer, and what the RADIUS task is to change
+/// in the session's accounting when the request was taken.
 #[derive(Debug)]
 pub struct Applied {
     pub out: Vec<Output>,
     pub answer: DasAnswer,
-    pub watch_idle: Option<(SessionId, u32)>,
+    pub acct: Option<AcctChange>,
+}
+
+/// A CoA's change to a session's accounting, which the RADIUS task keeps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcctChange {
+    pub id: SessionId,
+    /// Its Idle-Timeout from now (0: none).
+    pub idle_secs: Option<u32>,
+    /// The Class values its accounting carries from now.
+    pub class: Option<Vec<Vec<u8>>>,
 }
 
 impl Applied {
@@ -156,7 +179,7 @@ impl Applied {
         Self {
             out,
             answer: DasAnswer::Nak(cause),
-            watch_idle: None,
+            acct: None,
         }
     }
 }
@@ -173,7 +196,7 @@ pub fn apply(engine: &mut Engine, req: &DasRequest, now_ns: u64) -> Applied {
             Some(out) => Applied {
                 out,
                 answer: DasAnswer::Ack,
-                watch_idle: None,
+                acct: None,
             },
             None => Applied::nak(vec![], not_found),
         };
@@ -198,7 +221,11 @@ pub fn apply(engine: &mut Engine, req: &DasRequest, now_ns: u64) -> Applied {
     Applied {
         out,
         answer: DasAnswer::Ack,
-        watch_idle: req.idle_timeout_secs.map(|secs| (id, secs)),
+        acct: (req.idle_timeout_secs.is_some() || req.class.is_some()).then(|| AcctChange {
+            id,
+            idle_secs: req.idle_timeout_secs,
+            class: req.class.clone(),
+        }),
     }
 }
 
@@ -419,6 +446,25 @@ mod tests {
     }
 
     #[test]
+    fn a_class_alone_is_a_change_while_accounting_and_ignored_without() {
+        let mut c = cfg();
+        let classes = coa(|b| {
+            b.framed_ip_address(Ipv4Addr::new(100, 64, 0, 4)).unwrap();
+            b.attr(attr::CLASS, b"billing-2").unwrap();
+            b.attr(attr::CLASS, &[0, 0xff]).unwrap();
+        });
+        let r = interpret(&c, &classes).unwrap();
+        assert_eq!(r.class, Some(vec![b"billing-2".to_vec(), vec![0, 0xff]]));
+        assert_eq!(r.plan, None, "the plan comes from Filter-Id here");
+        c.accounting = false;
+        assert_eq!(
+            interpret(&c, &classes),
+            Err(error_cause::MISSING_ATTRIBUTE),
+            "nothing the NAS changes"
+        );
+    }
+
+    #[test]
     fn apply_sets_the_timeouts_unless_the_plan_is_refused() {
         let (mut e, id, ip, _) = bound_engine();
         let coa = DasRequest {
@@ -430,16 +476,14 @@ mod tests {
             plan: Some("platinum".into()),
             session_timeout_secs: Some(60),
             idle_timeout_secs: Some(300),
+            class: None,
         };
         let a = apply(&mut e, &coa, 1);
         assert_eq!(
             a.answer,
             DasAnswer::Nak(error_cause::INVALID_ATTRIBUTE_VALUE)
         );
-        assert_eq!(
-            a.watch_idle, None,
-            "a refused CoA changes no idleness either"
-        );
+        assert_eq!(a.acct, None, "a refused CoA changes no idleness either");
         assert_eq!(
             e.session(id).and_then(|s| s.ends_at_ns),
             None,
@@ -452,7 +496,15 @@ mod tests {
         };
         let a = apply(&mut e, &coa, 1);
         assert_eq!(a.answer, DasAnswer::Ack);
-        assert_eq!(a.watch_idle, Some((id, 300)), "the session the CoA named");
+        assert_eq!(
+            a.acct,
+            Some(AcctChange {
+                id,
+                idle_secs: Some(300),
+                class: None
+            }),
+            "the session the CoA named"
+        );
         assert_eq!(
             e.session(id).and_then(|s| s.ends_at_ns).map(|t| t.get()),
             Some(1 + 60 * crate::core::session::NS_PER_SEC)
@@ -536,6 +588,7 @@ mod tests {
             plan: Some("silver".into()),
             session_timeout_secs: None,
             idle_timeout_secs: None,
+            class: None,
         };
         let Applied { out, answer: a, .. } = apply(&mut e, &coa, 1);
         assert_eq!(a, DasAnswer::Ack);

@@ -125,11 +125,8 @@ pub enum RadiusCmd {
     Off {
         reply: oneshot::Sender<nas::OffOutcome>,
     },
-    /// A CoA set session `id`'s Idle-Timeout (0: none), counted from now.
-    SetIdle {
-        id: SessionId,
-        secs: u32,
-    },
+    /// A CoA changed a session's Idle-Timeout (0: none, counted from now) or Class.
+    CoaAccounting(das::AcctChange),
 }
 
 /// From the RADIUS side to the engine task.
@@ -295,13 +292,9 @@ pub fn on_event(
     match ev {
         RadiusEvent::Auth { id, outcome } => (engine.auth_result(id, outcome, now_ns), None),
         RadiusEvent::Das { req, reply } => {
-            let das::Applied {
-                out,
-                answer,
-                watch_idle,
-            } = das::apply(engine, &req, now_ns);
-            if let Some((id, secs)) = watch_idle {
-                let _ = link.tx.send(RadiusCmd::SetIdle { id, secs });
+            let das::Applied { out, answer, acct } = das::apply(engine, &req, now_ns);
+            if let Some(change) = acct {
+                let _ = link.tx.send(RadiusCmd::CoaAccounting(change));
             }
             let r: Reply = Box::new(move || {
                 let _ = reply.send(answer);

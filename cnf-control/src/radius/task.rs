@@ -299,23 +299,29 @@ impl Task {
                 }
                 done
             }
-            RadiusCmd::SetIdle { id, secs } => {
-                let Some(s) = self.sessions.get_mut(&id) else {
+            RadiusCmd::CoaAccounting(c) => {
+                let Some(s) = self.sessions.get_mut(&c.id) else {
                     self.tally
-                        .add("RADIUS Idle-Timeout for no accounted session");
+                        .add("RADIUS CoA accounting change for no accounted session");
                     return vec![];
                 };
-                s.idle_secs = secs;
-                // As at Start: a sighting only for a session watched (0: no Idle-Timeout).
-                s.idle_seen = (secs > 0).then(|| sighting(s.totals().in_packets));
-                // Counted from now: a CoA does not end a session for idleness before it.
-                self.idle.forget(id);
-                self.idle
-                    .watch(id, secs, s.totals().in_packets, Instant::now());
-                if let Some(w) = &self.kept {
-                    w.send(acct_store::Op::Put(id, Kept::of(s)));
+                if let Some(secs) = c.idle_secs {
+                    s.idle_secs = secs;
+                    // As at Start: a sighting only for a session watched (0: no Idle-Timeout).
+                    s.idle_seen = (secs > 0).then(|| sighting(s.totals().in_packets));
+                    // Counted from now: a CoA does not end a session for idleness before it.
+                    self.idle.forget(c.id);
+                    self.idle
+                        .watch(c.id, secs, s.totals().in_packets, Instant::now());
+                    self.tally.add("RADIUS Idle-Timeout set by CoA");
                 }
-                self.tally.add("RADIUS Idle-Timeout set by CoA");
+                if let Some(class) = c.class {
+                    s.class = class;
+                    self.tally.add("RADIUS Class set by CoA");
+                }
+                if let Some(w) = &self.kept {
+                    w.send(acct_store::Op::Put(c.id, Kept::of(s)));
+                }
                 vec![]
             }
             RadiusCmd::Off { reply } => {
@@ -623,8 +629,8 @@ mod tests {
     use kbng_wire::radius_auth::verify_accounting_style_request;
 
     /// A server on loopback that answers every Accounting-Request and reports its
-    /// Acct-Status-Type.
-    async fn server() -> (SocketAddr, mpsc::UnboundedReceiver<u32>) {
+    /// Acct-Status-Type and its Class values.
+    async fn server() -> (SocketAddr, mpsc::UnboundedReceiver<(u32, Vec<Vec<u8>>)>) {
         let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let addr = sock.local_addr().unwrap();
         let (tx, rx) = mpsc::unbounded_channel();
@@ -633,7 +639,13 @@ mod tests {
             while let Ok((n, from)) = sock.recv_from(&mut buf).await {
                 let p = verify_accounting_style_request(&buf[..n], b"s3cret").unwrap();
                 let st = p.attr(attr::ACCT_STATUS_TYPE).unwrap();
-                let _ = tx.send(u32::from_be_bytes(st.try_into().unwrap()));
+                let class = p
+                    .attributes()
+                    .map(Result::unwrap)
+                    .filter(|a| a.kind == attr::CLASS)
+                    .map(|a| a.value.to_vec())
+                    .collect();
+                let _ = tx.send((u32::from_be_bytes(st.try_into().unwrap()), class));
                 let answer = RadiusBuilder::response(code::ACCOUNTING_RESPONSE, &p)
                     .finish(b"s3cret")
                     .unwrap();
@@ -643,9 +655,12 @@ mod tests {
         (addr, rx)
     }
 
-    #[tokio::test]
-    async fn accounting_on_goes_first_and_off_last_once_no_session_is_left() {
-        let (addr, mut heard) = server().await;
+    /// The RADIUS task, with accounting to [`server`].
+    async fn task() -> (
+        crate::radius::Link,
+        mpsc::UnboundedReceiver<(u32, Vec<Vec<u8>>)>,
+    ) {
+        let (addr, heard) = server().await;
         let mut c = cfg();
         c.servers = vec![Server {
             auth: addr,
@@ -655,6 +670,11 @@ mod tests {
         let link = crate::radius::start(c.clone(), vec![], vec![], None)
             .await
             .unwrap();
+        (link, heard)
+    }
+
+    /// Session `1 << 40`, accounted, with the Access-Accept's `class`.
+    fn session(class: Vec<Vec<u8>>) -> AcctSession {
         let subject = crate::radius::auth::Subject {
             id: 1 << 40,
             mac: [2, 0, 0, 0, 9, 9],
@@ -667,7 +687,7 @@ mod tests {
                 inner_vlan: 0,
             },
         };
-        let s = AcctSession {
+        AcctSession {
             user_name: "02:00:00:00:09:09".into(),
             subject,
             ip: std::net::Ipv4Addr::new(100, 64, 0, 9),
@@ -675,27 +695,24 @@ mod tests {
             interim_secs: 0,
             carried: Counts::default(),
             raw: None,
-            class: vec![],
+            class,
             idle_secs: 0,
             idle_seen: None,
-        };
-        link.tx.send(RadiusCmd::Start(s)).unwrap();
-        let next = async |h: &mut mpsc::UnboundedReceiver<u32>| {
-            tokio::time::timeout(Duration::from_secs(5), h.recv())
-                .await
-                .unwrap()
-                .unwrap()
-        };
-        assert_eq!(next(&mut heard).await, value::ACCT_ON);
-        assert_eq!(next(&mut heard).await, value::ACCT_START);
+        }
+    }
 
-        // A live session: no Accounting-Off.
-        let (reply, rx) = oneshot::channel();
-        link.tx.send(RadiusCmd::Off { reply }).unwrap();
-        assert_eq!(rx.await.unwrap(), OffOutcome::SessionsRemain(1));
+    /// The next request the server heard: its status type and Class values.
+    async fn heard_next(
+        h: &mut mpsc::UnboundedReceiver<(u32, Vec<Vec<u8>>)>,
+    ) -> (u32, Vec<Vec<u8>>) {
+        tokio::time::timeout(Duration::from_secs(5), h.recv())
+            .await
+            .unwrap()
+            .unwrap()
+    }
 
-        // Its Stop, with final counters as the dataplane adapter would hand them.
-        let id = 1 << 40;
+    /// Session `id`'s Stop, with final counters as the dataplane adapter would hand them.
+    fn stop(link: &crate::radius::Link, id: SessionId) {
         link.tx
             .send(RadiusCmd::Stop {
                 id,
@@ -715,11 +732,60 @@ mod tests {
                 counts,
             })
             .unwrap();
+    }
+
+    #[tokio::test]
+    async fn accounting_on_goes_first_and_off_last_once_no_session_is_left() {
+        let (link, mut heard) = task().await;
+        link.tx.send(RadiusCmd::Start(session(vec![]))).unwrap();
+        let next =
+            async |h: &mut mpsc::UnboundedReceiver<(u32, Vec<Vec<u8>>)>| heard_next(h).await.0;
+        assert_eq!(next(&mut heard).await, value::ACCT_ON);
+        assert_eq!(next(&mut heard).await, value::ACCT_START);
+
+        // A live session: no Accounting-Off.
+        let (reply, rx) = oneshot::channel();
+        link.tx.send(RadiusCmd::Off { reply }).unwrap();
+        assert_eq!(rx.await.unwrap(), OffOutcome::SessionsRemain(1));
+
+        stop(&link, 1 << 40);
         let (reply, rx) = oneshot::channel();
         link.tx.send(RadiusCmd::Off { reply }).unwrap();
         assert_eq!(next(&mut heard).await, value::ACCT_STOP);
         assert_eq!(next(&mut heard).await, value::ACCT_OFF);
         assert_eq!(rx.await.unwrap(), OffOutcome::Sent { answered: true });
+    }
+
+    #[tokio::test]
+    async fn a_coas_class_replaces_the_accepts_in_the_accounting_after_it() {
+        let (link, mut heard) = task().await;
+        let id = 1 << 40;
+        link.tx
+            .send(RadiusCmd::Start(session(vec![b"plan-a".to_vec()])))
+            .unwrap();
+        assert_eq!(heard_next(&mut heard).await.0, value::ACCT_ON);
+        assert_eq!(
+            heard_next(&mut heard).await,
+            (value::ACCT_START, vec![b"plan-a".to_vec()])
+        );
+        let class = vec![b"plan-b".to_vec(), vec![0, 0xff]];
+        for c in [
+            // An Idle-Timeout alone leaves the Class as it was.
+            crate::radius::das::AcctChange {
+                id,
+                idle_secs: Some(0),
+                class: None,
+            },
+            crate::radius::das::AcctChange {
+                id,
+                idle_secs: None,
+                class: Some(class.clone()),
+            },
+        ] {
+            link.tx.send(RadiusCmd::CoaAccounting(c)).unwrap();
+        }
+        stop(&link, id);
+        assert_eq!(heard_next(&mut heard).await, (value::ACCT_STOP, class));
     }
 
     #[test]
