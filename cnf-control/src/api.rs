@@ -3,7 +3,7 @@
 //!
 //! | method | path | what |
 //! |---|---|---|
-//! | GET | /v1/sessions?after=&limit=&state=&mac=&ip=&captive=&outerVlan=&innerVlan= | a page; `nextAfter` 0 at the end |
+//! | GET | /v1/sessions?after=&limit=&state=&mac=&ip=&captive=&plan=&outerVlan=&innerVlan= | a page; `nextAfter` 0 at the end |
 //! | GET | /v1/sessions/{id} | one session |
 //! | GET | /v1/sessions/{id}/counters | its dataplane counters |
 //! | DELETE | /v1/sessions/{id} | release it (locally and in the dataplane) |
@@ -90,6 +90,8 @@ pub struct ListQuery {
     mac: Option<String>,
     ip: Option<Ipv4Addr>,
     captive: Option<bool>,
+    /// A plan's name.
+    plan: Option<String>,
     #[serde(rename = "outerVlan")]
     outer_vlan: Option<u16>,
     #[serde(rename = "innerVlan")]
@@ -102,11 +104,23 @@ async fn list(State(s): State<ApiState>, Query(q): Query<ListQuery>) -> ApiResul
         Some(m) => Some(parse_mac(m).ok_or_else(|| err(StatusCode::BAD_REQUEST, "bad mac"))?),
         None => None,
     };
+    let plan_id = match q.plan.as_deref() {
+        Some(name) => Some(
+            s.cfg
+                .plans
+                .iter()
+                .find(|p| p.name == name)
+                .map(|p| p.id)
+                .ok_or_else(|| err(StatusCode::BAD_REQUEST, format!("unknown plan {name:?}")))?,
+        ),
+        None => None,
+    };
     let filter = Filter {
         state: q.state,
         mac,
         ip: q.ip,
         captive: q.captive,
+        plan_id,
         outer_vlan: q.outer_vlan,
         inner_vlan: q.inner_vlan,
     };

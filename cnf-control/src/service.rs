@@ -86,6 +86,9 @@ pub struct Filter {
     pub mac: Option<[u8; 6]>,
     pub ip: Option<Ipv4Addr>,
     pub captive: Option<bool>,
+    /// Bound sessions granted this plan (captive ones beyond the cap carry the plan they are
+    /// promoted to).
+    pub plan_id: Option<u32>,
     /// The access line's VLANs (0: untagged), for what one line holds.
     pub outer_vlan: Option<u16>,
     pub inner_vlan: Option<u16>,
@@ -99,6 +102,9 @@ impl Filter {
             && self
                 .captive
                 .is_none_or(|c| s.state.bound().map(|(_, g)| g.captive()) == Some(c))
+            && self
+                .plan_id
+                .is_none_or(|p| s.state.bound().map(|(_, g)| g.plan_id()) == Some(p))
             && self.outer_vlan.is_none_or(|v| s.line.outer_vlan == v)
             && self.inner_vlan.is_none_or(|v| s.line.inner_vlan == v)
     }

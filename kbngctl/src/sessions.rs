@@ -30,6 +30,10 @@ pub enum SessionsCommand {
         /// Only bound sessions that are (true) or are not (false) in the walled garden.
         #[arg(long)]
         captive: Option<bool>,
+        /// Only bound sessions on this plan (by name; captive ones beyond the licence cap
+        /// carry the plan they are promoted to).
+        #[arg(long)]
+        plan: Option<String>,
         /// Only sessions on access lines with this outer VLAN (0: untagged).
         #[arg(long, value_parser = clap::value_parser!(u16).range(0..=4094))]
         outer_vlan: Option<u16>,
@@ -84,6 +88,7 @@ pub fn run(server: &ServerArgs, cmd: SessionsCommand) -> anyhow::Result<ExitCode
                 mac,
                 ip,
                 captive,
+                plan,
                 outer_vlan,
                 inner_vlan,
                 page_size,
@@ -95,6 +100,7 @@ pub fn run(server: &ServerArgs, cmd: SessionsCommand) -> anyhow::Result<ExitCode
                     ("mac", mac),
                     ("ip", ip),
                     ("captive", captive.map(|b| b.to_string())),
+                    ("plan", plan),
                     ("outerVlan", outer_vlan.map(|v| v.to_string())),
                     ("innerVlan", inner_vlan.map(|v| v.to_string())),
                 ] {

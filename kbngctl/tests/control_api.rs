@@ -447,6 +447,12 @@ fn subscribers_plans_sessions_and_a_valid_licence() {
         json(&c, &["sessions", "list", "-o", "json"]),
         serde_json::json!([])
     );
+    assert!(ok(&c, &["sessions", "list", "--plan", "gold"]).contains("0 session(s)"));
+    let err = fails(&c, &["sessions", "list", "--plan", "platinum"]);
+    assert!(
+        err.contains("400 Bad Request: unknown plan \"platinum\""),
+        "{err}"
+    );
     assert!(ok(&c, &["sessions", "drain", "--timeout", "5"]).contains("0 sessions remain"));
     let err = fails(&c, &["sessions", "show", "42"]);
     assert!(err.contains("404 Not Found: no session 42"), "{err}");

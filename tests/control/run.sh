@@ -408,6 +408,12 @@ ip4=$(addr_of c4)
 if wait_plan "$ip4" "active plan 11" && aud=$(settled) && reach c4; then
     ok "a_changed_record_reaches_its_live_session (c4 at $ip4 now on bronze in control and dataplane)"; else
     bad a_changed_record_reaches_its_live_session "c4=$(plan_of "$ip4") $aud"; fi
+# The plan filter against the enumeration: the bound sessions on bronze (11), c4 among them.
+on11=$(apiget "/v1/sessions?limit=1000" | jq_py 'sorted(s["id"] for s in d["sessions"] if s["planId"] == 11 and s["state"] in ("active", "captive", "renewing"))')
+by_plan=$(kbngctl sessions list --plan bronze -o json | jq_py 'sorted(s["id"] for s in d)')
+id4=$(apiget "/v1/sessions?ip=$ip4" | jq_py 'd["sessions"][0]["id"]')
+if [[ $by_plan == "$on11" && $on11 == *"$id4"* ]]; then ok "sessions_filtered_by_plan ($by_plan)"; else
+    bad sessions_filtered_by_plan "kbngctl=$by_plan enumerated=$on11 c4=$id4"; fi
 
 # ---- the portal's sign-up: an unknown subscriber, captive, gets service once a record names it
 client c10 02:00:00:00:01:0a
