@@ -64,6 +64,7 @@ fn engine(clients: u32) -> anyhow::Result<Engine> {
         captive_plan: 2,
         unknown: UnknownPolicy::Captive,
         option82_identity: false,
+        line_identity: false,
         external_auth: false,
         pacing: PacingConfig {
             rate_per_sec: 1_000_000_000,

@@ -197,6 +197,10 @@ pub struct ConfigFile {
     pub unknown_subscribers: UnknownPolicy,
     #[serde(default)]
     pub option82_identity: bool,
+    /// The access line is the identity of a subscriber whose option 82 is not (records keyed
+    /// by the circuit-id `dataplane/port/outer-vlan/inner-vlan`).
+    #[serde(default)]
+    pub line_identity: bool,
     /// CSV (`mac,circuit_id,remote_id,plan[,ipv4,pool]`) or JSON (by extension).
     #[serde(default)]
     pub subscribers_file: Option<PathBuf>,
@@ -506,6 +510,7 @@ impl ConfigFile {
                 captive_plan: 0,
                 unknown: self.unknown_subscribers,
                 option82_identity: self.option82_identity,
+                line_identity: self.line_identity,
                 external_auth,
                 pacing,
                 max_sessions_per_line: self.max_sessions_per_line,

@@ -334,6 +334,12 @@ pub struct DhcpSpec {
     /// Use option 82 (circuit-id, remote-id) as the subscriber's identity (RFC 3046).
     #[serde(default)]
     pub option82_identity: bool,
+    /// Use the access line as the identity of a subscriber whose option 82 is not (off, or
+    /// absent from its messages): 1:1 VLAN access, one subscriber per line. Its circuit-id is
+    /// `dataplane/port/outer-vlan/inner-vlan` (`0/0/100/200`; 0 for a VLAN tag not there), and
+    /// local records keyed by that circuit-id (and RADIUS, which is sent it) name it.
+    #[serde(default)]
+    pub line_identity: bool,
     /// In-rush pacing of new subscribers (after a power restore, thousands of CPEs ask at
     /// once). Absent: the control's defaults, 2,000 a second with a burst of 200 and a queue
     /// of 20,000.

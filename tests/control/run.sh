@@ -509,6 +509,34 @@ if d=$(kbngctl sessions drain --timeout 30 2>&1); then :; fi
 n=$(session_count)
 if [[ $n == 0 ]] && echo "$d" | grep -q "0 sessions remain" && audit_clean >/dev/null; then ok kbngctl_drain_brings_sessions_to_zero; else bad kbngctl_drain_brings_sessions_to_zero "$d left=$n"; fi
 
+# ---- 1:1 VLAN access known by its line (dhcp.lineIdentity): a CPE on VLAN 300 (scapy: this
+# kernel has no VLAN devices), which no access node tags with option 82, gets the plan of the
+# record keyed by its line's circuit-id; a CPE swapped on the line ends the old session and
+# gets its own, on the line's address, installed in the dataplane under its own MAC.
+kill -TERM "$ctl_pid"; wait "$ctl_pid" 2>/dev/null; ctl_pid=
+echo "lineIdentity: true" >>"$tmp/control.yaml"
+echo ",0/0/300/0,,bronze" >>"$tmp/subscribers.csv"
+if start_control; then
+    dora300() { inns h1 /usr/bin/python3 "$here/dhcp.py" dora e0 "$1" 1 300 2>>"$tmp/clients.log" | jq_py 'list(d.items())[0][1] if d else ""'; }
+    view300() { apiget "/v1/sessions?limit=1000&outerVlan=300" | jq_py '";".join("%s %s plan %s %s" % (s["state"], s["mac"], s["planId"], s.get("ip")) for s in d["sessions"])'; }
+    ip_a=$(dora300 0a:ee:00:00)
+    s_a=$(view300)
+    if [[ -n $ip_a && $s_a == "active 0a:ee:00:00:00:00 plan 11 $ip_a" ]] && audit_clean >/dev/null; then
+        ok "a_line_names_its_subscriber (a CPE on VLAN 300 at $ip_a on bronze by the record of 0/0/300/0)"; else
+        bad a_line_names_its_subscriber "ip=$ip_a sessions=$s_a $(audit_clean)"; fi
+    replaced0=$(counter "session replaced: another MAC with its identity")
+    first=$(dora300 0a:ef:00:00) # unanswered: the old session ends first
+    sleep 1
+    ip_b=$(dora300 0a:ef:00:00)
+    s_b=$(view300)
+    replaced=$(($(counter "session replaced: another MAC with its identity") - replaced0))
+    if [[ -z $first && -n $ip_b && $ip_b == "$ip_a" && $s_b == "active 0a:ef:00:00:00:00 plan 11 $ip_b" && $replaced == 1 ]] && audit_clean >/dev/null; then
+        ok "a_cpe_swapped_on_its_line_takes_its_place (the new MAC at $ip_b, the old session ended)"; else
+        bad a_cpe_swapped_on_its_line_takes_its_place "first=$first ip=$ip_b (was $ip_a) sessions=$s_b replaced=$replaced $(audit_clean)"; fi
+else
+    bad a_line_names_its_subscriber "control did not start with lineIdentity: $(tail -3 "$tmp/control.log")"
+fi
+
 if ((failed)); then
     log "failed: ${failures[*]}"
     log "logs in $tmp (kept)"; KEEP_TMP=1

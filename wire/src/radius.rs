@@ -155,6 +155,8 @@ pub mod value {
     pub const TERMINATE_NAS_ERROR: u32 = 9;
     /// NAS-Request.
     pub const TERMINATE_NAS_REQUEST: u32 = 10;
+    /// Port-Preempted.
+    pub const TERMINATE_PORT_PREEMPTED: u32 = 13;
     /// User-Error.
     pub const TERMINATE_USER_ERROR: u32 = 17;
 }

@@ -41,6 +41,9 @@ pub struct EngineConfig {
     pub captive_plan: u32,
     pub unknown: UnknownPolicy,
     pub option82_identity: bool,
+    /// The access line (as the circuit-id `dataplane/port/outer/inner`) is the identity of a
+    /// subscriber whose option 82 is not: 1:1 VLAN access, one subscriber per line.
+    pub line_identity: bool,
     /// Authorization by RADIUS: the engine emits [`Output::Authorize`] and waits.
     pub external_auth: bool,
     pub pacing: PacingConfig,
@@ -480,8 +483,19 @@ impl Engine {
         problems
     }
 
-    fn identity_of(&self, inb: &Inbound) -> Identity {
+    /// How the subscriber on `line` that sent `inb` presents itself: with the option 82 it
+    /// carries, or, with `line_identity` and no option 82 taken as identity, with its line as
+    /// the circuit-id (the form a relay's own option 82 has, `super::relay::circuit_id`).
+    fn identity_of(&self, line: Line, inb: &Inbound) -> Identity {
         let info = inb.msg.relay_agent_info.as_ref();
+        let carried = info.is_some_and(|i| i.circuit_id.is_some() || i.remote_id.is_some());
+        if self.cfg.line_identity && !(self.cfg.option82_identity && carried) {
+            return Identity {
+                mac: inb.msg.chaddr.0,
+                circuit_id: Some(super::relay::circuit_id(&line)),
+                remote_id: None,
+            };
+        }
         Identity {
             mac: inb.msg.chaddr.0,
             circuit_id: info.and_then(|i| i.circuit_id.clone()),
@@ -489,9 +503,15 @@ impl Engine {
         }
     }
 
+    /// Whether subscribers are known (and their sessions keyed) by circuit-id and remote-id
+    /// before their MAC: option 82's, or their line's.
+    fn by_circuit(&self) -> bool {
+        self.cfg.option82_identity || self.cfg.line_identity
+    }
+
     fn key_of(&self, line: Line, inb: &Inbound) -> SubscriberKey {
-        let id = self.identity_of(inb);
-        if self.cfg.option82_identity && (id.circuit_id.is_some() || id.remote_id.is_some()) {
+        let id = self.identity_of(line, inb);
+        if self.by_circuit() && (id.circuit_id.is_some() || id.remote_id.is_some()) {
             SubscriberKey::Opt82(Box::new(Opt82Key {
                 dataplane: line.dataplane,
                 circuit_id: id.circuit_id,
@@ -535,6 +555,7 @@ impl Engine {
             return out;
         }
         let existing = self.by_key.get(&key).copied();
+        let existing = self.unless_replaced(existing, &inb, now_ns, &mut out);
         match inb.msg.message_type {
             DhcpMessageType::Discover => {
                 self.count("DISCOVER");
@@ -588,6 +609,36 @@ impl Engine {
             _ => self.count("server message from a client"),
         }
         out
+    }
+
+    /// Session `existing`, found by the identity of `inb`, unless `inb` came from another
+    /// device: with option 82 or line identity, a CPE swapped on the line. Its session held
+    /// the old MAC, which the dataplane checks upstream, so it ends (Port-Preempted) and the
+    /// new device starts its own: at once if the old one was not yet bound, else once the
+    /// dataplanes confirm the removal (a DISCOVER meanwhile goes unanswered, a REQUEST is
+    /// NAKed). The line's address is offered to the new one again (sticky by identity).
+    fn unless_replaced(
+        &mut self,
+        existing: Option<SessionId>,
+        inb: &Inbound,
+        now_ns: u64,
+        out: &mut Vec<Output>,
+    ) -> Option<SessionId> {
+        let id = existing?;
+        let other = self
+            .sessions
+            .get(&id)
+            .is_some_and(|s| s.mac != inb.msg.chaddr.0);
+        let asks = matches!(
+            inb.msg.message_type,
+            DhcpMessageType::Discover | DhcpMessageType::Request
+        );
+        if other && asks {
+            self.count("session replaced: another MAC with its identity");
+            self.event(id, Event::Replaced, now_ns, out);
+            return self.by_key.get(&self.sessions.get(&id)?.key).copied();
+        }
+        Some(id)
     }
 
     fn session_ip(&self, id: SessionId) -> Option<Ipv4Addr> {
@@ -710,7 +761,7 @@ impl Engine {
         };
         let id = self.next_id;
         self.next_id += 1;
-        let identity = self.identity_of(&inb);
+        let identity = self.identity_of(line, &inb);
         let xid = inb.msg.xid;
         let state = match adopt {
             Some(_) => State::Authenticating {
@@ -756,9 +807,7 @@ impl Engine {
     }
 
     fn authorize_local(&mut self, id: SessionId, identity: &Identity) -> Option<Grant> {
-        let auth = self
-            .subscribers
-            .lookup(identity, self.cfg.option82_identity);
+        let auth = self.subscribers.lookup(identity, self.by_circuit());
         let (plan, address) = match auth {
             Authorization::Known { plan, address } => (plan, address),
             Authorization::Unknown => {
@@ -1412,3 +1461,7 @@ mod address_tests;
 #[cfg(test)]
 #[path = "engine_reauth_tests.rs"]
 mod reauth_tests;
+
+#[cfg(test)]
+#[path = "engine_identity_tests.rs"]
+mod identity_tests;

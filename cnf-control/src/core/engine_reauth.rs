@@ -103,9 +103,7 @@ impl Engine {
             circuit_id: s.circuit_id.clone(),
             remote_id: s.remote_id.clone(),
         };
-        let auth = self
-            .subscribers
-            .lookup(&identity, self.cfg.option82_identity);
+        let auth = self.subscribers.lookup(&identity, self.by_circuit());
         let known_before = !matches!(
             grant,
             Grant::Captive {

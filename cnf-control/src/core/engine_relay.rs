@@ -83,7 +83,7 @@ impl Engine {
                 && self.cfg.unknown == UnknownPolicy::Reject
                 && self
                     .subscribers
-                    .lookup(&self.identity_of(&inb), self.cfg.option82_identity)
+                    .lookup(&self.identity_of(line, &inb), self.by_circuit())
                     == Authorization::Unknown
             {
                 self.count("relay: unknown subscriber not relayed");

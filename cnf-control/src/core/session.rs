@@ -95,6 +95,9 @@ pub enum EndReason {
     IdleTimeout,
     /// Its Session-Timeout (from the Access-Accept or a CoA) passed.
     SessionTimeout,
+    /// Another device (MAC) came with the subscriber's identity (its option 82 or its line):
+    /// a CPE swapped. The session held the old one's MAC, which the dataplane checks.
+    Replaced,
 }
 
 /// The session's state; each variant carries what it needs.
@@ -186,6 +189,8 @@ pub enum Event {
     IdleTimeout,
     /// The session's end (`Session::ends_at_ns`) came.
     SessionTimeout,
+    /// Another device came with the subscriber's identity.
+    Replaced,
     /// The dataplanes confirmed the removal.
     Removed,
 }
@@ -417,7 +422,13 @@ pub fn step(state: State, event: Event, now_ns: u64, lease_secs: u32) -> (State,
         ),
         (
             S::Offered { ip, .. } | S::Discovering { ip, .. },
-            E::Release | E::Disconnect | E::Drain | E::Refused | E::IdleTimeout | E::SessionTimeout,
+            E::Release
+            | E::Disconnect
+            | E::Drain
+            | E::Refused
+            | E::IdleTimeout
+            | E::SessionTimeout
+            | E::Replaced,
         ) => (
             S::Expired {
                 reason: EndReason::Released,
@@ -545,6 +556,7 @@ fn bound_step(
         E::Refused => end_bound(lease.ip, now_ns, EndReason::Refused),
         E::IdleTimeout => end_bound(lease.ip, now_ns, EndReason::IdleTimeout),
         E::SessionTimeout => end_bound(lease.ip, now_ns, EndReason::SessionTimeout),
+        E::Replaced => end_bound(lease.ip, now_ns, EndReason::Replaced),
         E::Decline => {
             // The client found the address in use (RFC 2131 §4.4.1): drop it and quarantine.
             let (_, mut actions) = end_bound(lease.ip, now_ns, EndReason::Declined);

@@ -54,6 +54,7 @@ pub(crate) fn engine_config(unknown: UnknownPolicy) -> EngineConfig {
         captive_plan: 1,
         unknown,
         option82_identity: false,
+        line_identity: false,
         external_auth: false,
         pacing: PacingConfig {
             rate_per_sec: 1000,

@@ -48,6 +48,8 @@ pub fn terminate_cause(r: EndReason) -> u32 {
         // The dataplane would not take it: the NAS's own fault, not the subscriber's.
         EndReason::Refused => value::TERMINATE_NAS_ERROR,
         EndReason::IdleTimeout => value::TERMINATE_IDLE_TIMEOUT,
+        // Another device took the subscriber's line or option 82 identity.
+        EndReason::Replaced => value::TERMINATE_PORT_PREEMPTED,
         EndReason::Drained
         | EndReason::OfferTimeout
         | EndReason::AuthTimeout
@@ -422,6 +424,7 @@ pub(crate) mod tests {
         assert_eq!(cause(EndReason::Disconnected), 6); // Admin-Reset
         assert_eq!(cause(EndReason::Drained), 10); // NAS-Request
         assert_eq!(cause(EndReason::Refused), 9); // NAS-Error
+        assert_eq!(cause(EndReason::Replaced), 13); // Port-Preempted
         assert_eq!(cause(EndReason::IdleTimeout), 4); // Idle-Timeout
         assert_eq!(cause(EndReason::SessionTimeout), 5);
         assert_eq!(cause(EndReason::Declined), 17); // User-Error

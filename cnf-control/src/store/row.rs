@@ -325,7 +325,7 @@ fn state_row(s: &State) -> StateRow {
 }
 
 /// Stable codes: a stored row outlives any reordering of the enum.
-const REASONS: [(EndReason, u32); 11] = [
+const REASONS: [(EndReason, u32); 12] = [
     (EndReason::Released, 1),
     (EndReason::LeaseExpired, 2),
     (EndReason::Declined, 3),
@@ -337,6 +337,7 @@ const REASONS: [(EndReason, u32); 11] = [
     (EndReason::Refused, 9),
     (EndReason::IdleTimeout, 10),
     (EndReason::SessionTimeout, 11),
+    (EndReason::Replaced, 12),
 ];
 
 fn reason_code(r: EndReason) -> u32 {

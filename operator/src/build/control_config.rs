@@ -145,6 +145,7 @@ pub struct ControlConfig<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub subscribers_file: Option<String>,
     pub option82_identity: bool,
+    pub line_identity: bool,
     pub licence: LicenceFile,
     pub store: String,
     /// Without it, the control's default (a sync at every commit).
@@ -228,6 +229,7 @@ pub(crate) fn render<'a>(base: &Base, inputs: &'a Inputs<'a>) -> ControlConfig<'
             .as_ref()
             .map(|s| format!("{}/{}", control::SUBSCRIBERS_DIR, s.key)),
         option82_identity: spec.dhcp.option82_identity,
+        line_identity: spec.dhcp.line_identity,
         licence: LicenceFile {
             file: control::licence_path(),
             public_key_file: control::public_key_path(),

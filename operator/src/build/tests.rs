@@ -169,6 +169,7 @@ fn control_config_is_kbng_controls_format() {
             "dataplanes",
             "defaultPlan",
             "licence",
+            "lineIdentity",
             "maxSessionsPerLine",
             "option82Identity",
             "pacing",
