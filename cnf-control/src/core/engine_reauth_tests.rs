@@ -79,10 +79,14 @@ fn a_changed_record_changes_the_plan_of_its_live_session() {
     e.subscribers.add(record(1, "silver")).unwrap();
     let out = changed(&mut e, 2);
     assert_eq!(programs(&out), [modify(one, 11, false)]);
-    assert!(
-        out.iter()
-            .any(|o| matches!(o, Output::Persist(s) if s.id == one && s.state.bound().map(|(_, g)| g) == Some(Grant::Active { plan_id: 11 })))
-    );
+    let persisted: Vec<_> = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::Persist(s) => Some((s.id, s.state.bound().map(|(_, g)| g))),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(persisted, [(one, Some(Grant::Active { plan_id: 11 }))]);
     assert_eq!(
         grant(&e, two),
         Some(Grant::Active { plan_id: 11 }),

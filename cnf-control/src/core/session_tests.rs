@@ -308,11 +308,26 @@ fn plan_changed_by_coa() {
 }
 
 #[test]
-fn a_drain_a_refusal_or_an_idle_timeout_ends_a_bound_session_with_its_own_reason() {
+fn a_replaced_offer_frees_its_address_at_once() {
+    let mut s = Script::new();
+    s.at(0, Event::Authorized(Some(GOLD)));
+    assert_eq!(
+        s.at(1, Event::Replaced),
+        vec![Action::FreeAddress {
+            ip: IP,
+            quarantine: false
+        }]
+    );
+    assert!(s.state.is_terminal());
+}
+
+#[test]
+fn a_drain_a_refusal_an_idle_timeout_or_a_replacement_ends_a_bound_session_with_its_own_reason() {
     for (event, reason) in [
         (Event::Drain, EndReason::Drained),
         (Event::Refused, EndReason::Refused),
         (Event::IdleTimeout, EndReason::IdleTimeout),
+        (Event::Replaced, EndReason::Replaced),
     ] {
         let mut s = bound_at(0, GOLD);
         assert_eq!(
