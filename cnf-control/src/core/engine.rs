@@ -555,7 +555,11 @@ impl Engine {
             return out;
         }
         let existing = self.by_key.get(&key).copied();
-        let existing = self.unless_replaced(existing, &inb, now_ns, &mut out);
+        let existing = match key {
+            // The MAC is in the key: another device has another key.
+            SubscriberKey::Mac { .. } => existing,
+            SubscriberKey::Opt82(_) => self.unless_replaced(existing, &inb, now_ns, &mut out),
+        };
         match inb.msg.message_type {
             DhcpMessageType::Discover => {
                 self.count("DISCOVER");
