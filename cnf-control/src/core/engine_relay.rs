@@ -195,7 +195,22 @@ impl Engine {
         let xid = r.request.msg.xid;
         if let Some(&id) = self.by_key.get(&key) {
             let state = self.sessions.get(&id).map(|s| s.state.clone());
+            // With option 82 or line identity, another device may hold the key (a CPE
+            // swapped): the session it would renew holds the old MAC, which the dataplane
+            // checks, so it ends, even when the server gives the same address (a
+            // reservation by circuit-id); the new device's next REQUEST builds its own.
+            let other_device = self
+                .sessions
+                .get(&id)
+                .is_some_and(|s| s.mac != r.request.msg.chaddr.0);
             match state {
+                Some(_) if other_device => {
+                    self.count("session replaced: another MAC with its identity");
+                    self.event(id, Event::Replaced, now_ns, out);
+                    if self.by_key.get(&key) == Some(&id) {
+                        self.by_key.remove(&key);
+                    }
+                }
                 Some(st) if st.bound().is_some_and(|(l, _)| l.ip == ip) => {
                     self.count("relay: lease renewed");
                     self.relay_acks.insert(key, RelayAck { frame, lease_secs });

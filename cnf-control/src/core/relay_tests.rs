@@ -485,3 +485,43 @@ fn a_radius_session_timeout_ends_a_relayed_session_whose_server_lease_outlasts_i
     assert!(!stop(&e.tick(15 * S)));
     assert!(stop(&e.tick(16 * S)), "ends 10 s after the Accept");
 }
+
+#[test]
+fn with_line_identity_a_swapped_cpe_ends_the_old_session_even_on_the_same_address() {
+    let mut cfg = engine_config(UnknownPolicy::Captive);
+    cfg.line_identity = true;
+    let mut e = Engine::new(cfg, cap(10), 0).unwrap();
+    e.subscribers.import_csv(",0/0/0/0,,silver\n").unwrap();
+    e.enable_relay(self::cfg(&[KEA]), 0);
+    let yi = Ipv4Addr::new(100, 64, 0, 50);
+    let out = dora(&mut e, 1, yi, 600, S);
+    let old = only_session(&e);
+    assert_eq!(old.circuit_id.as_deref(), Some(&b"0/0/0/0"[..]));
+    assert!(matches!(
+        programs(&out)[..],
+        [ProgramOp::Install(DpSession { plan_id: 11, .. })]
+    ));
+    // A new CPE on the line; the server reserves the line's address by circuit-id.
+    let out = dora(&mut e, 9, yi, 600, 2 * S);
+    assert_eq!(programs(&out), [ProgramOp::Remove(old.id)], "{out:?}");
+    assert_eq!(
+        counter(&e, "session replaced: another MAC with its identity"),
+        1
+    );
+    e.removed(old.id, 2 * S);
+    // Its next REQUEST, acknowledged again, builds its own session under its own MAC.
+    let mut r = msg(DhcpMessageType::Request, 9, 9);
+    r.requested_ip = Some(yi);
+    r.server_id = Some(KEA);
+    let out = client(&mut e, &r, 3 * S);
+    let (_, req) = relayed(&out).pop().expect("REQUEST relayed");
+    let out = e.relay_reply(
+        from(KEA),
+        &answer(&req, DhcpMessageType::Ack, yi, 600),
+        3 * S,
+    );
+    let new = only_session(&e);
+    assert_ne!(new.id, old.id);
+    assert_eq!(new.mac, [2, 0, 0, 0, 0, 9]);
+    assert!(matches!(programs(&out)[..], [ProgramOp::Install(DpSession { ip, .. })] if ip == yi));
+}
