@@ -1,5 +1,6 @@
 //! `kbngctl status`: one screen of the running BNG: sessions (active, captive, by plan), the
-//! licence, each pool's use, each dataplane (NUMA node, cores, ports) and its drops by reason.
+//! licence, the local subscriber records, each pool's use, each dataplane (NUMA node, cores,
+//! ports) and its drops by reason.
 
 use std::process::ExitCode;
 
@@ -20,6 +21,27 @@ fn text(v: &Value) -> String {
         Value::String(s) => s.clone(),
         other => other.to_string(),
     }
+}
+
+/// The local subscriber store in one line: its records, where they come from, and whether
+/// the file's latest content was refused or a change is still being applied to sessions.
+fn subscribers_line(s: &Value) -> String {
+    let mut line = format!("subscribers: {} records", text(&s["records"]));
+    match s["file"].as_object() {
+        Some(f) => {
+            line.push_str(&format!(", file {}", text(&f["path"])));
+            if let Some(why) = f.get("rejected").and_then(Value::as_str) {
+                line.push_str(&format!(
+                    " (its latest content REJECTED, the records before it in force: {why})"
+                ));
+            }
+        }
+        None => line.push_str(", no file"),
+    }
+    if s["applying"].as_bool() == Some(true) {
+        line.push_str("; applying a change to the sessions");
+    }
+    line
 }
 
 pub fn run(server: &ServerArgs, args: StatusArgs) -> anyhow::Result<ExitCode> {
@@ -62,6 +84,7 @@ pub fn run(server: &ServerArgs, args: StatusArgs) -> anyhow::Result<ExitCode> {
                 .as_i64()
                 .map_or(String::new(), |d| format!(", {d} days left"))
         );
+        println!("{}", subscribers_line(&v["subscribers"]));
         for p in v["pools"].as_array().into_iter().flatten() {
             let (used, of) = (p["inUse"].as_u64(), p["leasable"].as_u64());
             let share = match (used, of) {
@@ -140,4 +163,24 @@ pub fn run(server: &ServerArgs, args: StatusArgs) -> anyhow::Result<ExitCode> {
         }
         Ok(ExitCode::SUCCESS)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::subscribers_line;
+    use serde_json::json;
+
+    #[test]
+    fn the_subscribers_line_says_where_records_come_from_and_what_is_wrong() {
+        assert_eq!(
+            subscribers_line(&json!({"records": 3, "applying": false})),
+            "subscribers: 3 records, no file"
+        );
+        assert_eq!(
+            subscribers_line(&json!({"records": 47, "applying": true,
+                "file": {"path": "/etc/kbng/s.csv", "rejected": "row 49: bad MAC"}})),
+            "subscribers: 47 records, file /etc/kbng/s.csv (its latest content REJECTED, the \
+             records before it in force: row 49: bad MAC); applying a change to the sessions"
+        );
+    }
 }

@@ -373,12 +373,14 @@ wait_counter "subscribers file rejected" $((rejected0 + 1))
 sleep 1.5 # a second read of the same bad content: reported once, still marked rejected
 rejected=$(($(counter "subscribers file rejected") - rejected0)); m_rejected=$(metric kbng_control_subscribers_file_rejected)
 s9_bad=$(kbngctl subscribers show 02:00:00:00:01:09 2>&1)
+ctl_bad=$(kbngctl status | grep '^subscribers:')
 sed -e 's/^02:00:00:00:01:04,,,gold$/02:00:00:00:01:04,,,bronze/' "$tmp/subscribers.before" |
     { cat; echo "02:00:00:00:01:09,,,bronze"; } | replace_subscribers
 wait_counter "subscribers file reloaded" $((reloaded0 + 1))
 m_cleared=$(metric kbng_control_subscribers_file_rejected)
 sleep 1.2 # the records gauge is published each second
 m_records=$(metric kbng_control_subscribers)
+ctl_good=$(kbngctl status | grep '^subscribers:')
 # 47 rows in the file now (c9's new), less c3's removed through the API, plus c8's added there
 listed=$(kbngctl subscribers list --page-size 10 -o json | jq_py 'len(d)')
 s4=$(kbngctl subscribers show 02:00:00:00:01:04 -o json 2>&1)
@@ -388,14 +390,14 @@ client c9 02:00:00:00:01:09
 inns c9 timeout 30 udhcpc -i e0 -n -q -f -s /etc/udhcpc/default.script >>"$tmp/clients.log" 2>&1
 ip9=$(addr_of c9)
 c9=$(apiget "/v1/sessions?ip=$ip9" | jq_py '"%s plan %s" % (d["sessions"][0]["state"], d["sessions"][0]["planId"])' 2>/dev/null)
-if [[ $rejected == 1 && $m_rejected == 1 && $s9_bad == *"404 Not Found"* ]] &&
+if [[ $rejected == 1 && $m_rejected == 1 && $s9_bad == *"404 Not Found"* && $ctl_bad == *"REJECTED"*"row 49"* ]] &&
     grep -q "subscribers file changed but cannot be used.*row 49" "$tmp/control.log"; then
     ok "a_bad_subscribers_file_edit_changes_nothing_and_is_reported (counted once, gauge 1, row named)"; else
-    bad a_bad_subscribers_file_edit_changes_nothing_and_is_reported "rejected=$rejected gauge=$m_rejected c9=$s9_bad $(grep 'cannot be used' "$tmp/control.log" | tail -1)"; fi
-if [[ $m_cleared == 0 && $listed == 47 && $m_records == 47 && ${s4:-} == *'"plan":"bronze"'* && ${s3:-} == *"404 Not Found"* && ${s8:-} == *'"ipv4":"100.64.0.3"'* &&
+    bad a_bad_subscribers_file_edit_changes_nothing_and_is_reported "rejected=$rejected gauge=$m_rejected c9=$s9_bad kbngctl='$ctl_bad' $(grep 'cannot be used' "$tmp/control.log" | tail -1)"; fi
+if [[ $m_cleared == 0 && $listed == 47 && $m_records == 47 && $ctl_good == "subscribers: 47 records, file $tmp/subscribers.csv" && ${s4:-} == *'"plan":"bronze"'* && ${s3:-} == *"404 Not Found"* && ${s8:-} == *'"ipv4":"100.64.0.3"'* &&
     -n $ip9 && ${c9:-} == "active plan 11" ]] && reach c9; then
     ok "a_subscribers_file_edit_is_in_force_without_a_restart (c9 active on bronze at $ip9, c4 now bronze, the API's changes kept, $listed records listed)"; else
-    bad a_subscribers_file_edit_is_in_force_without_a_restart "gauge=$m_cleared listed=$listed records=$m_records c4=${s4:-} c3=${s3:-} c8=${s8:-} ip9=$ip9 c9=${c9:-none}"; fi
+    bad a_subscribers_file_edit_is_in_force_without_a_restart "gauge=$m_cleared listed=$listed records=$m_records kbngctl='$ctl_good' c4=${s4:-} c3=${s3:-} c8=${s8:-} ip9=$ip9 c9=${c9:-none}"; fi
 plan_of() { apiget "/v1/sessions?ip=$1" | jq_py '"%s plan %s" % (d["sessions"][0]["state"], d["sessions"][0]["planId"])' 2>/dev/null; }
 wait_plan() { # ip, "state plan N"; up to 5 s
     local i
