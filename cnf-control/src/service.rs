@@ -669,7 +669,7 @@ impl Running {
             tracing::warn!("subscribers: {row}");
         }
         let overlay = self.subscriber_overlay.get_or_insert_with(Overlay::default);
-        for problem in overlay.apply_to(&mut loaded.store) {
+        for problem in overlay.apply_to(&self.engine.subscribers, &mut loaded.store) {
             tracing::warn!("subscribers: {problem}");
         }
         tracing::info!(

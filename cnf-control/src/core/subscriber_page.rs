@@ -14,7 +14,7 @@ use super::aaa::{
 };
 
 /// What a record is filed under.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum RecordKey {
     Mac(MacAddr),
     Opt82(Opt82),

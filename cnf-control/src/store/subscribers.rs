@@ -32,10 +32,12 @@ pub fn apply(
     problems
 }
 
-/// The API's changes in force, one per key as the store keeps them: what a reread file must
-/// not undo.
+/// The API's changes in force, one per key: what a reread file must not undo. Only the keys
+/// are held, each with whether its latest change added a record: that record is the one the
+/// store in force holds under the key, and is read from there when a reread file is laid
+/// under the changes, so that an import of many records through the API is not held twice.
 #[derive(Debug, Default)]
-pub struct Overlay(BTreeMap<Vec<u8>, SubscriberChange>);
+pub struct Overlay(BTreeMap<RecordKey, bool>);
 
 impl Overlay {
     pub fn new(changes: impl IntoIterator<Item = SubscriberChange>) -> Overlay {
@@ -48,9 +50,14 @@ impl Overlay {
 
     /// A change made through the API (one the store would refuse is not kept there either).
     pub fn note(&mut self, change: SubscriberChange) {
-        if let Some(k) = change.key() {
-            self.0.insert(k, change);
-        }
+        let (key, added) = match change {
+            SubscriberChange::Added(r) => match RecordKey::of(&r) {
+                Some(k) => (k, true),
+                None => return,
+            },
+            SubscriberChange::Removed(k) => (k, false),
+        };
+        self.0.insert(key, added);
     }
 
     pub fn len(&self) -> usize {
@@ -61,9 +68,28 @@ impl Overlay {
         self.0.is_empty()
     }
 
-    /// Lays the changes over `subs` (a file just read); what could not be applied.
-    pub fn apply_to(&self, subs: &mut SubscriberStore) -> Vec<String> {
-        apply(self.0.values().cloned(), subs)
+    /// Lays the changes over `subs` (a file just read), the records added taken from
+    /// `in_force` (the store until now); what could not be applied.
+    pub fn apply_to(&self, in_force: &SubscriberStore, subs: &mut SubscriberStore) -> Vec<String> {
+        let mut problems = Vec::new();
+        for (key, &added) in &self.0 {
+            if !added {
+                subs.remove(key);
+                continue;
+            }
+            match in_force.get(key) {
+                Some(r) => {
+                    if let Err(e) = subs.add(r.clone()) {
+                        problems.push(format!("a kept record: {e}"));
+                    }
+                }
+                None => problems.push(format!(
+                    "a record added through the API ({}) is not in the store in force",
+                    key.cursor()
+                )),
+            }
+        }
+        problems
     }
 }
 
@@ -236,11 +262,16 @@ mod tests {
         ])));
         o.note(SubscriberChange::Added(record(Some("zz"), None)));
         assert_eq!(o.len(), 2, "one per key, the refused one not kept");
+        // The store in force holds the record the API added (the engine applied it there).
+        let mut in_force = SubscriberStore::default();
+        in_force
+            .add(record(Some("02:00:00:00:00:01"), None))
+            .unwrap();
         for _ in 0..2 {
             let mut subs = SubscriberStore::default();
             subs.import_csv("02:00:00:00:00:02,,,gold\n02:00:00:00:00:03,,,gold\n")
                 .unwrap();
-            assert!(o.apply_to(&mut subs).is_empty());
+            assert!(o.apply_to(&in_force, &mut subs).is_empty());
             let rec = subs.by_mac(&[2, 0, 0, 0, 0, 1]).cloned();
             assert_eq!(
                 rec.and_then(|r| r.ipv4),
@@ -252,6 +283,20 @@ mod tests {
             );
             assert!(subs.by_mac(&[2, 0, 0, 0, 0, 3]).is_some(), "the file's");
         }
+    }
+
+    #[test]
+    fn an_added_record_the_store_in_force_lacks_is_named() {
+        let o = Overlay::new(vec![SubscriberChange::Added(record(
+            Some("02:00:00:00:00:07"),
+            None,
+        ))]);
+        let mut subs = SubscriberStore::default();
+        assert_eq!(
+            o.apply_to(&SubscriberStore::default(), &mut subs),
+            ["a record added through the API (m020000000007) is not in the store in force"]
+        );
+        assert!(subs.is_empty());
     }
 
     #[test]
