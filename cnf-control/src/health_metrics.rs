@@ -26,6 +26,7 @@ pub const ALERTED_EVENTS: &[&str] = &[
     "subscriber ipv4 unavailable",
     "subscriber pool unknown",
     "subscriber pool exhausted",
+    "session replaced: another MAC with its identity",
 ];
 
 /// Entries of `Engine::counters` that are levels, not counts: exported as nothing here (the
