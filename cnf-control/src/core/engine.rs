@@ -629,20 +629,28 @@ impl Engine {
         out: &mut Vec<Output>,
     ) -> Option<SessionId> {
         let id = existing?;
-        let other = self
-            .sessions
-            .get(&id)
-            .is_some_and(|s| s.mac != inb.msg.chaddr.0);
         let asks = matches!(
             inb.msg.message_type,
             DhcpMessageType::Discover | DhcpMessageType::Request
         );
-        if other && asks {
-            self.count("session replaced: another MAC with its identity");
-            self.event(id, Event::Replaced, now_ns, out);
+        if asks && self.held_by_another_device(id, inb) {
+            self.end_replaced(id, now_ns, out);
             return self.by_key.get(&self.sessions.get(&id)?.key).copied();
         }
         Some(id)
+    }
+
+    /// Whether session `id`, found by the identity of `inb`, holds another device's MAC.
+    fn held_by_another_device(&self, id: SessionId, inb: &Inbound) -> bool {
+        self.sessions
+            .get(&id)
+            .is_some_and(|s| s.mac != inb.msg.chaddr.0)
+    }
+
+    /// Session `id` ends because another device came with its identity (server and relay).
+    fn end_replaced(&mut self, id: SessionId, now_ns: u64, out: &mut Vec<Output>) {
+        self.count("session replaced: another MAC with its identity");
+        self.event(id, Event::Replaced, now_ns, out);
     }
 
     fn session_ip(&self, id: SessionId) -> Option<Ipv4Addr> {

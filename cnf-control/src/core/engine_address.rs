@@ -3,6 +3,8 @@
 //! comes after the reservation because a DISCOVER is answered from the pools at once when AAA
 //! is local; swapping at the answer keeps one path for both.
 
+use std::net::Ipv4Addr;
+
 use super::super::SessionId;
 use super::super::aaa::AddressChoice;
 use super::super::session::State;
@@ -74,9 +76,11 @@ impl Engine {
             _ => return Ok(()),
         };
         // An address the reserved one satisfies stays; another is taken at DISCOVER only.
+        if self.satisfies(reserved, want) {
+            return Ok(());
+        }
         let taken = match want {
             AddressChoice::Any => return Ok(()),
-            AddressChoice::Fixed(ip) if *ip == reserved => return Ok(()),
             AddressChoice::Fixed(ip) => {
                 if !discovering {
                     return Err(AddressRefusal::Nak);
@@ -91,9 +95,6 @@ impl Engine {
                     .pools
                     .by_name(name)
                     .ok_or(AddressRefusal::PoolUnknown)?;
-                if self.pools.pool_of(reserved) == Some(i) {
-                    return Ok(());
-                }
                 if !discovering {
                     return Err(AddressRefusal::Nak);
                 }
@@ -112,5 +113,18 @@ impl Engine {
         }
         self.index_ip(id, Some(reserved), Some(ip));
         Ok(())
+    }
+
+    /// Whether address `ip` is one the AAA's `want` allows: any, exactly it, or one of the
+    /// pool named (a pool the control lacks allows none).
+    pub(super) fn satisfies(&self, ip: Ipv4Addr, want: &AddressChoice) -> bool {
+        match want {
+            AddressChoice::Any => true,
+            AddressChoice::Fixed(a) => *a == ip,
+            AddressChoice::Pool(name) => self
+                .pools
+                .by_name(name)
+                .is_some_and(|i| self.pools.pool_of(ip) == Some(i)),
+        }
     }
 }

@@ -12,10 +12,8 @@
 //! lease): a session captive because the record's address was unavailable stays so until its
 //! next admission, and a changed address applies there.
 
-use std::net::Ipv4Addr;
-
 use super::super::SessionId;
-use super::super::aaa::{AddressChoice, Authorization, Identity};
+use super::super::aaa::{Authorization, Identity};
 use super::super::licence::Admit;
 use super::super::session::{Event, Grant, State};
 use super::{Engine, Output, UnknownPolicy};
@@ -120,7 +118,12 @@ impl Engine {
                         plan_id,
                         over_cap: true,
                     },
-                    Grant::Captive { .. } if !self.holds_asked_address(ip, &address) => return,
+                    // The relay's server chose the address; the ask is not applied there.
+                    Grant::Captive { .. }
+                        if self.relay.is_none() && !self.satisfies(ip, &address) =>
+                    {
+                        return;
+                    }
                     Grant::Captive { .. } => match self.admission.admit(id) {
                         Admit::Active => Grant::Active { plan_id },
                         Admit::Captive => Grant::Captive {
@@ -179,19 +182,5 @@ impl Engine {
             _ => "plan changed: subscriber record changed",
         });
         self.event(id, Event::Regranted(new), now_ns, out);
-    }
-
-    /// Whether a session at `ip` has the address a record asks for.
-    fn holds_asked_address(&self, ip: Ipv4Addr, want: &AddressChoice) -> bool {
-        match want {
-            // The relay's server chose the address; the ask is not applied there.
-            _ if self.relay.is_some() => true,
-            AddressChoice::Any => true,
-            AddressChoice::Fixed(a) => *a == ip,
-            AddressChoice::Pool(name) => {
-                self.pools.by_name(name).is_some()
-                    && self.pools.by_name(name) == self.pools.pool_of(ip)
-            }
-        }
     }
 }

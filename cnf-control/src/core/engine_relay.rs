@@ -199,19 +199,9 @@ impl Engine {
             // swapped): the session it would renew holds the old MAC, which the dataplane
             // checks, so it ends, even when the server gives the same address (a
             // reservation by circuit-id); the new device's next REQUEST builds its own.
-            let other_device = self
-                .sessions
-                .get(&id)
-                .is_some_and(|s| s.mac != r.request.msg.chaddr.0);
+            let other_device = self.held_by_another_device(id, &r.request);
             match state {
-                Some(_) if other_device => {
-                    self.count("session replaced: another MAC with its identity");
-                    self.event(id, Event::Replaced, now_ns, out);
-                    if self.by_key.get(&key) == Some(&id) {
-                        self.by_key.remove(&key);
-                    }
-                }
-                Some(st) if st.bound().is_some_and(|(l, _)| l.ip == ip) => {
+                Some(st) if !other_device && st.bound().is_some_and(|(l, _)| l.ip == ip) => {
                     self.count("relay: lease renewed");
                     self.relay_acks.insert(key, RelayAck { frame, lease_secs });
                     let ev = Event::Request {
@@ -222,15 +212,19 @@ impl Engine {
                     self.event(id, ev, now_ns, out);
                     return;
                 }
-                Some(State::Authenticating { ip: held, .. }) if held == ip => {
+                Some(State::Authenticating { ip: held, .. }) if !other_device && held == ip => {
                     // The client repeated its REQUEST while the AAA decides: answer the latest.
                     self.relay_acks.insert(key, RelayAck { frame, lease_secs });
                     return;
                 }
                 Some(_) => {
-                    // The server gave this subscriber another address: the old session ends.
-                    self.count("relay: subscriber moved to another address");
-                    self.event(id, Event::Disconnect, now_ns, out);
+                    if other_device {
+                        self.end_replaced(id, now_ns, out);
+                    } else {
+                        // The server gave this subscriber another address: the old session ends.
+                        self.count("relay: subscriber moved to another address");
+                        self.event(id, Event::Disconnect, now_ns, out);
+                    }
                     if self.by_key.get(&key) == Some(&id) {
                         self.by_key.remove(&key);
                     }
