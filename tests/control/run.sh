@@ -337,6 +337,12 @@ if [[ $said == *"at 100.64.0.3"* && $refused == *"ipv4 10.9.9.9 is in no pool"* 
 # ---- what the API changes in the subscribers outlives a restart: c8's record (added above)
 # and the removal of c3's (a row of the file, which a restart imports again)
 gone3=$(kbngctl subscribers remove 02:00:00:00:01:03 2>&1)
+# The removal walls c3's live session in within a walk tick; waited for here, as the restart
+# would otherwise race the walk and the counter read after it could be the new process's 0.
+ip3=$(addr_of c3)
+state3() { apiget "/v1/sessions?ip=$ip3" | jq_py '"%s plan %s" % (d["sessions"][0]["state"], d["sessions"][0]["planId"])' 2>/dev/null; }
+for _ in $(seq 25); do [[ $(state3) == "captive plan "* ]] && break; sleep 0.2; done
+walled3=$(counter "walled: subscriber record removed")
 kill -TERM "$ctl_pid"; wait "$ctl_pid" 2>/dev/null; ctl_pid=
 if start_control; then
     s8=$(kbngctl subscribers show 02:00:00:00:01:08 -o json 2>&1)
@@ -347,11 +353,10 @@ if [[ $gone3 == "removed 02:00:00:00:01:03" && ${s8:-} == *'"ipv4":"100.64.0.3"'
     ${s4:-} == *'"plan":"gold"'* ]] && grep -q "subscriber changes made through the API applied over the file" "$tmp/control.log"; then
     ok "subscriber_changes_through_the_api_outlive_a_restart (c8's record kept, c3's removal kept over the file, the file's others back)"; else
     bad subscriber_changes_through_the_api_outlive_a_restart "before=$gone3 c8=${s8:-} c3=${s3:-} c4=${s4:-}"; fi
-# c3's session outlived its record: it is walled in as an unknown subscriber's is, in the
-# dataplane too (the audit compares the captive flag), and its HTTP goes to the portal.
-ip3=$(addr_of c3)
-st3=$(apiget "/v1/sessions?ip=$ip3" | jq_py '"%s plan %s" % (d["sessions"][0]["state"], d["sessions"][0]["planId"])' 2>/dev/null)
-walled3=$(counter "walled: subscriber record removed")
+# c3's session outlived its record: it is walled in as an unknown subscriber's is, across
+# the restart, in the dataplane too (the audit compares the captive flag), and its HTTP goes
+# to the portal.
+st3=$(state3)
 resp3=$(inns c3 curl -sS -i -m 5 http://198.51.100.7/ 2>&1 | tr -d '\r')
 if [[ ${st3:-} == "captive plan "* && $walled3 -ge 1 ]] && echo "$resp3" | grep -q '^Location: http://portal.kbng.test/login' && audit_clean >/dev/null; then
     ok "a_removed_record_walls_its_live_session_in (c3 at $ip3 captive, its HTTP redirected)"; else
@@ -416,6 +421,28 @@ by_plan=$(kbngctl sessions list --plan bronze -o json | jq_py 'sorted(s["id"] fo
 id4=$(apiget "/v1/sessions?ip=$ip4" | jq_py 'd["sessions"][0]["id"]')
 if [[ $by_plan == "$on11" && $on11 == *"$id4"* ]]; then ok "sessions_filtered_by_plan ($by_plan)"; else
     bad sessions_filtered_by_plan "kbngctl=$by_plan enumerated=$on11 c4=$id4"; fi
+
+# ---- a truncated file (the 40 bulk rows and c4's gone: 41 of 47 records) is held, not
+# applied: c4's live session keeps its plan, the status says HELD, the alert's gauge is 1;
+# the file put back is in force again and nobody was walled in
+held0=$(counter "subscribers file held: removes too many records")
+walled0=$(counter "walled: subscriber record removed"); reloaded1=$(counter "subscribers file reloaded")
+cp "$tmp/subscribers.csv" "$tmp/subscribers.full"
+grep -v -e '^0a:cc' -e '^02:00:00:00:01:04' "$tmp/subscribers.full" | replace_subscribers
+wait_counter "subscribers file held: removes too many records" $((held0 + 1))
+sleep 1.2 # the gauge is published each second; the walk would have run within it
+m_held=$(metric kbng_control_subscribers_file_rejected)
+ctl_held=$(kbngctl status | grep '^subscribers:')
+plan_held=$(plan_of "$ip4")
+replace_subscribers <"$tmp/subscribers.full"
+wait_counter "subscribers file reloaded" $((reloaded1 + 1))
+sleep 1.2
+m_back=$(metric kbng_control_subscribers_file_rejected)
+walled=$(($(counter "walled: subscriber record removed") - walled0))
+if [[ $m_held == 1 && $ctl_held == *"HELD"*"removes 41 of the 47 records"* && $plan_held == "active plan 11" &&
+    $m_back == 0 && $walled == 0 && $(plan_of "$ip4") == "active plan 11" ]] && reach c4; then
+    ok "a_file_edit_removing_most_records_is_held (c4 kept bronze; put back, nobody walled in)"; else
+    bad a_file_edit_removing_most_records_is_held "gauge=$m_held/$m_back kbngctl='$ctl_held' c4=$plan_held walled=$walled"; fi
 
 # ---- the portal's sign-up: an unknown subscriber, captive, gets service once a record names it
 client c10 02:00:00:00:01:0a
