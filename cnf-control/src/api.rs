@@ -20,6 +20,7 @@
 //! | GET | /v1/subscribers/{mac} | the record of a MAC |
 //! | DELETE | /v1/subscribers/{mac} | remove one |
 //! | GET, DELETE | /v1/subscribers/option82?circuitId=&remoteId= | the same for a record keyed by option 82 |
+//! | POST | /v1/subscribers/file/accept | put in force a subscribers file held for the records it removes |
 //!
 //! HTTP/JSON rather than gRPC: operators and scripts reach it with curl, and a watch is a plain
 //! chunked response. `cnf-control/API.md` documents the fields clients rely on.
@@ -355,6 +356,10 @@ pub fn router(state: ApiState) -> Router {
         .route(
             "/v1/subscribers/option82",
             get(subscribers::show_opt82).delete(subscribers::remove_opt82),
+        )
+        .route(
+            "/v1/subscribers/file/accept",
+            post(subscribers::accept_file),
         )
         .route(
             "/v1/subscribers/{mac}",

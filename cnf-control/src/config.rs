@@ -208,6 +208,10 @@ pub struct ConfigFile {
     /// a restart (a ConfigMap the kubelet updates).
     #[serde(default = "default_subscribers_recheck_secs")]
     pub subscribers_recheck_secs: u32,
+    /// A reread `subscribersFile` that would remove more than this percentage of the records
+    /// in force is held, not applied, until an operator accepts it (100: never held).
+    #[serde(default = "default_subscribers_max_removal_percent")]
+    pub subscribers_max_removal_percent: u8,
     #[serde(default)]
     pub licence: Option<LicenceFile>,
     pub store: PathBuf,
@@ -239,6 +243,10 @@ fn default_subscribers_recheck_secs() -> u32 {
     10
 }
 
+fn default_subscribers_max_removal_percent() -> u8 {
+    10
+}
+
 /// The longest `subscribersRecheckSecs`: an hour, so an edit never waits longer than that.
 const MAX_SUBSCRIBERS_RECHECK_SECS: u32 = 3600;
 
@@ -261,6 +269,8 @@ pub struct Config {
     pub subscribers_file: Option<PathBuf>,
     /// How often `subscribers_file` is read for changes.
     pub subscribers_recheck: std::time::Duration,
+    /// Above this share of the records in force removed, a reread file is held.
+    pub subscribers_max_removal_percent: u8,
     pub cap_file: Option<PathBuf>,
     pub licence_grant: Option<GrantConfig>,
     pub store: PathBuf,
@@ -483,6 +493,12 @@ impl ConfigFile {
                 self.subscribers_recheck_secs
             ));
         }
+        if !(1..=100).contains(&self.subscribers_max_removal_percent) {
+            problems.push(format!(
+                "subscribersMaxRemovalPercent: {} not in 1..=100 (100 never holds an edit)",
+                self.subscribers_max_removal_percent
+            ));
+        }
         if self.max_sessions_per_line == 0 {
             problems
                 .push("maxSessionsPerLine: must be at least 1 (0 refuses every subscriber)".into());
@@ -522,6 +538,7 @@ impl ConfigFile {
             subscribers_recheck: std::time::Duration::from_secs(u64::from(
                 self.subscribers_recheck_secs,
             )),
+            subscribers_max_removal_percent: self.subscribers_max_removal_percent,
             cap_file: self.licence.and_then(|l| l.cap_file),
             licence_grant,
             store: self.store,
@@ -644,6 +661,25 @@ walledGarden: {portalUrl: "http://192.0.2.80/", allowed: [{prefix: 192.0.2.80/32
                 "{p:?}"
             );
         }
+    }
+
+    #[test]
+    fn subscribers_max_removal_defaults_to_ten_percent_and_takes_one_to_a_hundred() {
+        let with = |extra: &str| {
+            let f: ConfigFile = serde_yaml_ng::from_str(&format!("{GOOD}\n{extra}\n")).unwrap();
+            f.validate()
+        };
+        let pct = |c: Config| c.subscribers_max_removal_percent;
+        assert_eq!(pct(with("").unwrap()), 10);
+        assert_eq!(pct(with("subscribersMaxRemovalPercent: 100").unwrap()), 100);
+        let p = with("subscribersMaxRemovalPercent: 0").unwrap_err();
+        assert!(
+            p.iter()
+                .any(|e| e.starts_with("subscribersMaxRemovalPercent: 0")),
+            "{p:?}"
+        );
+        let p = with("subscribersMaxRemovalPercent: 101").unwrap_err();
+        assert!(p.iter().any(|e| e.contains("not in 1..=100")), "{p:?}");
     }
 
     #[test]

@@ -95,7 +95,7 @@ pub fn dataplane_tls_expiry(file: &'static str, not_after_unix_secs: i64) {
     }
 }
 
-/// Whether the subscribers file now holds a content the control rejected.
+/// Whether the subscribers file now holds a content the control rejected or holds back.
 pub fn subscribers_file_rejected(rejected: bool) {
     if let Some(m) = observe::metrics() {
         m.set_subscribers_file_rejected(rejected);

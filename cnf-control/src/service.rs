@@ -145,6 +145,26 @@ pub struct SubscribersFileView {
     /// Why the file's present content is not in force (the records before it are), while so.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rejected: Option<String>,
+    /// A content held back for the records it would remove, while so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held: Option<HeldView>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeldView {
+    /// Records the held content has (with the API's changes over it).
+    pub records: usize,
+    /// Records in force it would remove.
+    pub removes: usize,
+}
+
+/// A held subscribers file put in force.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AcceptedFile {
+    pub records: usize,
+    pub removed: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -221,6 +241,10 @@ pub enum ApiCmd {
     },
     /// The subscribers file changed (`crate::subscribers_file::watch`).
     SubscribersFile(crate::subscribers_file::FileEvent),
+    /// Put the held content of the subscribers file in force: the records it removes.
+    AcceptSubscribersFile {
+        reply: oneshot::Sender<Result<AcceptedFile, String>>,
+    },
     ChangePlan {
         id: SessionId,
         plan: String,
@@ -260,8 +284,8 @@ struct Running {
     dps: Vec<mpsc::UnboundedSender<DpCmd>>,
     health: crate::health_metrics::HealthFeed,
     subscriber_overlay: Option<Overlay>,
-    /// Why the subscribers file's content is not in force, while it is not.
-    subscribers_file_problem: Option<String>,
+    /// A rejected or held content of the subscribers file.
+    subscribers_file: crate::subscribers_file::FileState,
 }
 
 type Batch = Effects;
@@ -302,7 +326,7 @@ impl EngineTask {
             dps,
             health: Default::default(),
             subscriber_overlay,
-            subscribers_file_problem: None,
+            subscribers_file: Default::default(),
         }
         .run()
         .await
@@ -571,7 +595,11 @@ impl Running {
                             .as_ref()
                             .map(|p| SubscribersFileView {
                                 path: p.display().to_string(),
-                                rejected: self.subscribers_file_problem.clone(),
+                                rejected: self.subscribers_file.problem().map(str::to_string),
+                                held: self.subscribers_file.held.as_ref().map(|h| HeldView {
+                                    records: h.loaded.store.len(),
+                                    removes: h.removed,
+                                }),
                             }),
                     },
                 });
@@ -626,6 +654,9 @@ impl Running {
                 }));
             }
             ApiCmd::SubscribersFile(e) => self.subscribers_file(e),
+            ApiCmd::AcceptSubscribersFile { reply } => {
+                let _ = reply.send(self.accept_subscribers_file());
+            }
             ApiCmd::ChangePlan { id, plan, reply } => {
                 let r = self.engine.change_plan(id, &plan, now);
                 let r = r.map(|out| self.outputs(out, b));
@@ -647,7 +678,7 @@ impl Running {
     }
 
     fn subscribers_file(&mut self, e: crate::subscribers_file::FileEvent) {
-        use crate::subscribers_file::FileEvent;
+        use crate::subscribers_file::{FileEvent, Held, mass_removal};
         let mut loaded = match e {
             FileEvent::Changed(l) => l,
             FileEvent::Rejected(problem) => {
@@ -656,36 +687,83 @@ impl Running {
                      {problem}"
                 );
                 self.engine.subscribers_file_rejected();
-                self.set_subscribers_file_problem(Some(problem));
+                self.subscribers_file.rejected = Some(problem);
+                self.subscribers_file_gauge();
                 return;
             }
             FileEvent::InForce => {
-                tracing::info!("subscribers file: back to the content in force");
-                self.set_subscribers_file_problem(None);
+                // Back to the content last read: in force, or held as it was.
+                tracing::info!("subscribers file: back to the content last read");
+                self.subscribers_file.rejected = None;
+                self.subscribers_file_gauge();
                 return;
             }
         };
+        self.subscribers_file.rejected = None;
+        self.subscribers_file.held = None;
         for row in &loaded.unresolved {
             tracing::warn!("subscribers: {row}");
         }
+        self.lay_overlay(&mut loaded.store);
+        let removed = self.engine.subscribers.missing_from(&loaded.store);
+        let in_force = self.engine.subscribers.len();
+        let max = self.cfg.subscribers_max_removal_percent;
+        if let Some(why) = mass_removal(removed, in_force, max) {
+            tracing::error!("subscribers file changed: {why}");
+            self.engine.subscribers_file_held();
+            self.subscribers_file.held = Some(Held {
+                loaded,
+                removed,
+                why,
+            });
+        } else {
+            self.put_file_in_force(loaded, removed);
+        }
+        self.subscribers_file_gauge();
+    }
+
+    /// The held content in force, the API's changes since laid over it again.
+    fn accept_subscribers_file(&mut self) -> Result<AcceptedFile, String> {
+        if let Some(why) = &self.subscribers_file.rejected {
+            return Err(format!(
+                "the file's present content is rejected ({why}); it is not the held one"
+            ));
+        }
+        let Some(mut held) = self.subscribers_file.held.take() else {
+            return Err("no subscribers file content is held".into());
+        };
+        self.lay_overlay(&mut held.loaded.store);
+        let removed = self.engine.subscribers.missing_from(&held.loaded.store);
+        tracing::warn!(
+            removed,
+            "subscribers file: held content accepted by an operator"
+        );
+        let records = held.loaded.store.len();
+        self.put_file_in_force(held.loaded, removed);
+        self.subscribers_file_gauge();
+        Ok(AcceptedFile { records, removed })
+    }
+
+    /// The API's changes laid over a file's records (again, when held: idempotent).
+    fn lay_overlay(&mut self, store: &mut crate::core::aaa::SubscriberStore) {
         let overlay = self.subscriber_overlay.get_or_insert_with(Overlay::default);
-        for problem in overlay.apply_to(&self.engine.subscribers, &mut loaded.store) {
+        for problem in overlay.apply_to(&self.engine.subscribers, store) {
             tracing::warn!("subscribers: {problem}");
         }
+    }
+
+    fn put_file_in_force(&mut self, loaded: crate::subscribers_file::Loaded, removed: usize) {
         tracing::info!(
             records = loaded.records,
-            api_changes = overlay.len(),
+            removed,
+            api_changes = self.subscriber_overlay.as_ref().map_or(0, Overlay::len),
             "subscribers file changed: its records are in force, with the API's changes over them"
         );
         self.engine.replace_subscribers(loaded.store);
-        self.set_subscribers_file_problem(None);
     }
 
-    /// Why the subscribers file's content is not in force (`None`: it is), for the status
-    /// and the gauge.
-    fn set_subscribers_file_problem(&mut self, problem: Option<String>) {
-        crate::health_metrics::subscribers_file_rejected(problem.is_some());
-        self.subscribers_file_problem = problem;
+    fn subscribers_file_gauge(&self) {
+        crate::health_metrics::subscribers_file_rejected(self.subscribers_file.problem().is_some());
     }
 }
 

@@ -506,6 +506,13 @@ pub struct SubscribersSource {
     pub config_map: String,
     #[schemars(regex(pattern = r"^[-._a-zA-Z0-9]+\.(csv|json)$"), length(max = 253))]
     pub key: String,
+    /// An edit that would remove more than this percentage of the records in force (and at
+    /// least 10 of them) is held, not applied, until `kbngctl subscribers accept-file` or
+    /// another edit: a truncated ConfigMap does not wall in every subscriber it drops. 100
+    /// holds no edit. Default 10.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100))]
+    pub max_removal_percent: Option<u8>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]

@@ -24,15 +24,20 @@ fn text(v: &Value) -> String {
 }
 
 /// The local subscriber store in one line: its records, where they come from, and whether
-/// the file's latest content was refused or a change is still being applied to sessions.
+/// the file's latest content was refused or held, or a change is still being applied to sessions.
 fn subscribers_line(s: &Value) -> String {
     let mut line = format!("subscribers: {} records", text(&s["records"]));
     match s["file"].as_object() {
         Some(f) => {
             line.push_str(&format!(", file {}", text(&f["path"])));
             if let Some(why) = f.get("rejected").and_then(Value::as_str) {
+                let what = if f.contains_key("held") {
+                    "HELD"
+                } else {
+                    "REJECTED"
+                };
                 line.push_str(&format!(
-                    " (its latest content REJECTED, the records before it in force: {why})"
+                    " (its latest content {what}, the records before it in force: {why})"
                 ));
             }
         }
@@ -181,6 +186,13 @@ mod tests {
                 "file": {"path": "/etc/kbng/s.csv", "rejected": "row 49: bad MAC"}})),
             "subscribers: 47 records, file /etc/kbng/s.csv (its latest content REJECTED, the \
              records before it in force: row 49: bad MAC); applying a change to the sessions"
+        );
+        assert_eq!(
+            subscribers_line(&json!({"records": 50, "applying": false,
+                "file": {"path": "s.csv", "rejected": "held: removes 40", "held":
+                    {"records": 10, "removes": 40}}})),
+            "subscribers: 50 records, file s.csv (its latest content HELD, the records before it \
+             in force: held: removes 40)"
         );
     }
 }

@@ -1,7 +1,7 @@
 //! `kbngctl subscribers`: bulk import (CSV or JSON, checked whole by the server: a file with a
 //! bad row adds nothing and every bad row is named), single add, show and removal by MAC or by
-//! option 82 identity, and a listing of the whole store page by page (as JSON, a file that
-//! `import` takes back).
+//! option 82 identity, a listing of the whole store page by page (as JSON, a file that
+//! `import` takes back), and the acceptance of a subscribers file held for what it removes.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -63,6 +63,10 @@ pub enum SubscribersCommand {
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// Put in force the subscribers file's content that the control holds back because it
+    /// removes more of the records in force than `subscribersMaxRemovalPercent` (see
+    /// `kbngctl status`).
+    AcceptFile,
 }
 
 /// A record's key: a MAC, or the exact (circuit-id, remote-id) of a record keyed by option 82.
@@ -213,6 +217,14 @@ pub fn run(server: &ServerArgs, cmd: SubscribersCommand) -> anyhow::Result<ExitC
         }
         SubscribersCommand::List { page_size, output } => {
             block_on(list(&c, page_size, output))?;
+        }
+        SubscribersCommand::AcceptFile => {
+            let v = block_on(c.call(Method::POST, "/v1/subscribers/file/accept", None))
+                .context("accepting the held subscribers file")?;
+            println!(
+                "subscribers file in force: {} records, {} removed",
+                v["records"], v["removed"]
+            );
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -53,6 +53,11 @@ fn free_port() -> u16 {
 
 /// Starts a control whose licence section is `licence` (YAML flow mapping, `$DIR` = its dir).
 fn start(licence: &str, prepare: impl FnOnce(&Path)) -> Control {
+    start_with(licence, "", prepare)
+}
+
+/// As [`start`], with `extra` lines of configuration (`$DIR` = its dir).
+fn start_with(licence: &str, extra: &str, prepare: impl FnOnce(&Path)) -> Control {
     let dir = tempfile::tempdir().unwrap();
     prepare(dir.path());
     let port = free_port();
@@ -74,8 +79,10 @@ store: {d}/sessions.redb
 apiListen: 127.0.0.1:{port}
 licence: {}
 walledGarden: {{portalUrl: "http://192.0.2.80/", allowed: [{{prefix: 192.0.2.80/32}}]}}
+{}
 "#,
-        licence.replace("$DIR", &d)
+        licence.replace("$DIR", &d),
+        extra.replace("$DIR", &d)
     );
     std::fs::write(dir.path().join("control.yaml"), cfg).unwrap();
     let child = Command::new(control_bin())
@@ -544,4 +551,79 @@ fn an_unreachable_server_is_named() {
         "{err}"
     );
     assert!(err.contains("cannot reach kbng-control"), "{err}");
+}
+
+/// Records `02:00:00:00:01:{from..to}` on gold, as the subscribers file holds them.
+fn rows(from: u8, to: u8) -> String {
+    (from..to)
+        .map(|i| format!("02:00:00:00:01:{i:02x},,,gold\n"))
+        .collect()
+}
+
+/// The subscribers file's state in `/v1/status`, once `until` holds of it (the control
+/// rereads the file every second).
+fn file_status(c: &Control, until: impl Fn(&Value) -> bool) -> Value {
+    let t0 = Instant::now();
+    loop {
+        let s = json(c, &["status", "-o", "json"])["subscribers"].clone();
+        if until(&s) {
+            return s;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(15), "status stayed {s}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_file_edit_removing_most_records_is_held_until_accepted() {
+    let c = start_with(
+        &signed(),
+        "subscribersFile: $DIR/subs.csv\nsubscribersRecheckSecs: 1",
+        |d| std::fs::write(d.join("subs.csv"), rows(0, 40)).unwrap(),
+    );
+    let subs = c.dir.path().join("subs.csv");
+    assert_eq!(file_status(&c, |_| true)["records"], 40);
+
+    // A truncated file: 35 of the 40 records would go.
+    std::fs::write(&subs, rows(0, 5)).unwrap();
+    let s = file_status(&c, |s| s["file"].get("held").is_some());
+    assert_eq!(s["records"], 40, "the records in force stay: {s}");
+    assert_eq!(s["file"]["held"]["removes"], 35, "{s}");
+    let why = s["file"]["rejected"].as_str().unwrap();
+    assert!(why.contains("removes 35 of the 40 records"), "{why}");
+    let line = ok(&c, &["status"]);
+    assert!(line.contains("its latest content HELD"), "{line}");
+    ok(&c, &["subscribers", "show", "02:00:00:00:01:20"]);
+
+    // A record added through the API meanwhile survives the acceptance.
+    ok(&c, &["subscribers", "add", "--mac", "02:00:00:00:02:01"]);
+    let said = ok(&c, &["subscribers", "accept-file"]);
+    assert_eq!(
+        said.trim(),
+        "subscribers file in force: 6 records, 35 removed"
+    );
+    let s = file_status(&c, |_| true);
+    assert_eq!(s["records"], 6, "{s}");
+    assert!(s["file"].get("rejected").is_none(), "{s}");
+    let err = fails(&c, &["subscribers", "show", "02:00:00:00:01:20"]);
+    assert!(err.contains("no such subscriber"), "{err}");
+    ok(&c, &["subscribers", "show", "02:00:00:00:02:01"]);
+    let err = fails(&c, &["subscribers", "accept-file"]);
+    assert!(err.contains("no subscribers file content is held"), "{err}");
+
+    // A handful removed is routine: in force at once, whatever its share.
+    std::fs::write(&subs, rows(0, 1)).unwrap();
+    let s = file_status(&c, |s| s["records"] == 2);
+    assert!(s["file"].get("rejected").is_none(), "{s}");
+
+    // Held again, then the file put back: the held content is dropped, nothing removed.
+    std::fs::write(&subs, rows(0, 40)).unwrap();
+    file_status(&c, |s| s["records"] == 41);
+    std::fs::write(&subs, "").unwrap();
+    file_status(&c, |s| s["file"]["held"]["removes"] == 40);
+    std::fs::write(&subs, rows(0, 40)).unwrap();
+    let s = file_status(&c, |s| s["file"].get("held").is_none());
+    assert_eq!(s["records"], 41, "{s}");
+    let err = fails(&c, &["subscribers", "accept-file"]);
+    assert!(err.contains("no subscribers file content is held"), "{err}");
 }

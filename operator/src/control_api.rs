@@ -156,8 +156,10 @@ pub struct SubscribersReport {
     /// Records in force.
     pub records: u64,
     /// `None`: the control reads no subscribers file. Else `Some(None)` while the file's
-    /// content is in force, `Some(Some(why))` while it is rejected.
+    /// content is in force, `Some(Some(why))` while it is rejected or held.
     pub file: Option<Option<String>>,
+    /// While the file's content is held for the records it would remove: how many.
+    pub held_removes: Option<u64>,
 }
 
 fn u(v: &Value) -> Option<u64> {
@@ -283,6 +285,7 @@ pub fn parse_status(v: &Value) -> ControlReport {
         file: subs["file"]
             .is_object()
             .then(|| subs["file"]["rejected"].as_str().map(str::to_string)),
+        held_removes: u(&subs["file"]["held"]["removes"]),
     });
     ControlReport {
         sessions,
@@ -403,14 +406,16 @@ mod tests {
             report(json!({"records": 3})),
             Some(SubscribersReport {
                 records: 3,
-                file: None
+                file: None,
+                held_removes: None
             })
         );
         assert_eq!(
             report(json!({"records": 3, "file": {"path": "/etc/kbng-subscribers/s.csv"}})),
             Some(SubscribersReport {
                 records: 3,
-                file: Some(None)
+                file: Some(None),
+                held_removes: None
             })
         );
         let rejected = json!({"records": 3, "file": {"path": "p", "rejected": "row 2: bad MAC"}});
@@ -418,6 +423,9 @@ mod tests {
             report(rejected).and_then(|r| r.file),
             Some(Some("row 2: bad MAC".into()))
         );
+        let held = json!({"records": 40, "file": {"path": "p", "rejected": "held: removes 35",
+            "held": {"records": 5, "removes": 35}}});
+        assert_eq!(report(held).and_then(|r| r.held_removes), Some(35));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The subscriber store's routes: bulk import, a record by its MAC or its option 82
-//! identity, removal, and the store listed in pages (`crate::core::subscriber_page`).
+//! identity, removal, the store listed in pages (`crate::core::subscriber_page`), and the
+//! acceptance of a subscribers file held for what it removes.
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
@@ -157,4 +158,13 @@ pub(super) async fn remove_opt82(
     Query(q): Query<Opt82Query>,
 ) -> ApiResult {
     remove(s, opt82(&q)?).await
+}
+
+/// The held content of the subscribers file in force (`crate::subscribers_file`): 409 when
+/// none is held, or when the file's present content is rejected (it is not the held one).
+pub(super) async fn accept_file(State(s): State<ApiState>) -> ApiResult {
+    match ask(&s, |reply| ApiCmd::AcceptSubscribersFile { reply }).await? {
+        Ok(a) => Ok(Json(a).into_response()),
+        Err(why) => Err(err(StatusCode::CONFLICT, why)),
+    }
 }

@@ -312,6 +312,11 @@ impl Engine {
         self.count("subscribers file rejected");
     }
 
+    /// A changed subscribers file that would remove too many records: counted, held.
+    pub fn subscribers_file_held(&mut self) {
+        self.count("subscribers file held: removes too many records");
+    }
+
     pub fn counters(&self) -> Vec<(&'static str, u64)> {
         let mut v: Vec<_> = self.counters.iter().map(|(k, v)| (*k, *v)).collect();
         v.sort_unstable_by_key(|(k, _)| *k);

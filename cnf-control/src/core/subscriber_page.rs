@@ -5,6 +5,7 @@
 //! never answered in one response, and records added or removed between pages neither repeat
 //! nor shift the others.
 
+use std::collections::BTreeMap;
 use std::ops::Bound;
 
 use super::MacAddr;
@@ -110,6 +111,23 @@ impl SubscriberStore {
         }
     }
 
+    /// How many of this store's keys `other` lacks: the records a change from this store to
+    /// `other` removes (one walked in order beside the other, O(n)).
+    pub fn missing_from(&self, other: &SubscriberStore) -> usize {
+        fn missing<K: Ord, V>(mine: &BTreeMap<K, V>, theirs: &BTreeMap<K, V>) -> usize {
+            let mut theirs = theirs.keys().peekable();
+            let mut n = 0;
+            for k in mine.keys() {
+                while theirs.next_if(|t| *t < k).is_some() {}
+                if theirs.next_if(|t| *t == k).is_none() {
+                    n += 1;
+                }
+            }
+            n
+        }
+        missing(&self.by_mac, &other.by_mac) + missing(&self.by_opt82, &other.by_opt82)
+    }
+
     /// Up to `limit` records after `after` (from the first without), and the cursor of the
     /// next page when more follow.
     pub fn page(&self, after: Option<&RecordKey>, limit: usize) -> Page {
@@ -201,6 +219,24 @@ mod tests {
             assert_eq!(got, want, "pages of {size}");
             assert_eq!(pages, want.len().div_ceil(size), "pages of {size}");
         }
+    }
+
+    #[test]
+    fn missing_from_counts_the_keys_the_other_store_lacks_whatever_their_records() {
+        let s = store();
+        assert_eq!(s.missing_from(&s), 0);
+        assert_eq!(s.missing_from(&SubscriberStore::default()), 7);
+        assert_eq!(SubscriberStore::default().missing_from(&s), 0);
+        let mut other = SubscriberStore::default();
+        // Same keys with other plans, keys the first lacks, and two of its own left out.
+        other
+            .import_csv(
+                "02:00:00:00:00:01,,,silver\n02:00:00:00:00:04,,,gold\n02:00:00:00:00:03,,,gold\n\
+                 ,eth0/1,r1,gold\n,eth0/9,,gold\n,,r0,gold\n00:00:00:00:00:01,,,gold\n",
+            )
+            .unwrap();
+        assert_eq!(s.missing_from(&other), 3, "02:..:02, ff:..:ff and eth0/2");
+        assert_eq!(other.missing_from(&s), 3, "04, eth0/9 and 00:..:01");
     }
 
     #[test]

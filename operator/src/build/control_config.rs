@@ -144,6 +144,9 @@ pub struct ControlConfig<'a> {
     /// The mounted records of `aaa.subscribers`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub subscribers_file: Option<String>,
+    /// `aaa.subscribers.maxRemovalPercent`, when set (the control's default otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subscribers_max_removal_percent: Option<u8>,
     pub option82_identity: bool,
     pub line_identity: bool,
     pub licence: LicenceFile,
@@ -228,6 +231,11 @@ pub(crate) fn render<'a>(base: &Base, inputs: &'a Inputs<'a>) -> ControlConfig<'
             .subscribers
             .as_ref()
             .map(|s| format!("{}/{}", control::SUBSCRIBERS_DIR, s.key)),
+        subscribers_max_removal_percent: spec
+            .aaa
+            .subscribers
+            .as_ref()
+            .and_then(|s| s.max_removal_percent),
         option82_identity: spec.dhcp.option82_identity,
         line_identity: spec.dhcp.line_identity,
         licence: LicenceFile {

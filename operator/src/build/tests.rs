@@ -416,6 +416,7 @@ fn a_subscribers_configmap_is_mounted_where_the_control_reads_it() {
     bng.spec.aaa.subscribers = Some(kbng_crds::bng::SubscribersSource {
         config_map: "lab-subscribers".into(),
         key: "records.csv".into(),
+        max_removal_percent: Some(25),
     });
     let o = owned(&bng, &WorkloadConfig::default());
     assert_eq!(
@@ -428,6 +429,15 @@ fn a_subscribers_configmap_is_mounted_where_the_control_reads_it() {
     assert_eq!(
         control_json(&bng)["subscribersFile"],
         "/etc/kbng-subscribers/records.csv"
+    );
+    assert_eq!(control_json(&bng)["subscribersMaxRemovalPercent"], 25);
+    if let Some(s) = bng.spec.aaa.subscribers.as_mut() {
+        s.max_removal_percent = None;
+    }
+    assert_eq!(
+        control_json(&bng).get("subscribersMaxRemovalPercent"),
+        None,
+        "the control's default"
     );
 }
 

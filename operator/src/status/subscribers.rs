@@ -1,7 +1,8 @@
 //! `SubscribersInForce`: whether the records of the BNG's `spec.aaa.subscribers` ConfigMap
 //! are the ones the control admits by. The control rereads the mounted file when the kubelet
-//! updates it and keeps the records before an edit it cannot use; without this condition an
-//! operator who applied a bad edit would see nothing wrong on the BNG.
+//! updates it and keeps the records before an edit it cannot use, or one that would remove
+//! too many of them (held until accepted); without this condition an operator who applied
+//! such an edit would see nothing wrong on the BNG.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
@@ -43,6 +44,15 @@ pub(super) fn condition(o: &Observed) -> Option<Condition> {
                 Some(true),
                 "FileInForce",
                 format!("{} subscriber record(s) in force", r.records),
+            ),
+            Some(Some(why)) if r.held_removes.is_some() => c(
+                Some(false),
+                "FileHeld",
+                format!(
+                    "the ConfigMap's present content is held, so the {} record(s) read before \
+                     it stay in force: {why}",
+                    r.records
+                ),
             ),
             Some(Some(why)) => c(
                 Some(false),

@@ -359,12 +359,17 @@ fn subscribers_in_force_follows_the_controls_report_of_the_file() {
     use crate::control_api::SubscribersReport;
     use kbng_crds::bng::SubscribersSource;
     let mut w = world();
-    let reported = |file: Option<Option<String>>| ControlView::Reported {
+    let reported_held = |file: Option<Option<String>>, held_removes| ControlView::Reported {
         sessions: None,
         links: Vec::new(),
         pools: Vec::new(),
-        subscribers: Some(SubscribersReport { records: 40, file }),
+        subscribers: Some(SubscribersReport {
+            records: 40,
+            file,
+            held_removes,
+        }),
     };
+    let reported = |file| reported_held(file, None);
     w.control = reported(Some(None));
     let none = compute(&observed(&w, 100), None);
     assert!(
@@ -375,6 +380,7 @@ fn subscribers_in_force_follows_the_controls_report_of_the_file() {
     w.bng.spec.aaa.subscribers = Some(SubscribersSource {
         config_map: "subs".into(),
         key: "subs.csv".into(),
+        max_removal_percent: None,
     });
     let ok = compute(&observed(&w, 100), None);
     let c = get(&ok, SUBSCRIBERS_IN_FORCE);
@@ -403,6 +409,17 @@ fn subscribers_in_force_follows_the_controls_report_of_the_file() {
     assert!(
         t.iter().any(|t| t.warning && t.reason == "FileRejected"),
         "a warning event: {t:?}"
+    );
+
+    w.control = reported_held(Some(Some("held: removes 35 of the 40".into())), Some(35));
+    let held = compute(&observed(&w, 115), Some(&ok));
+    let c = get(&held, SUBSCRIBERS_IN_FORCE);
+    assert_eq!((c.status.as_str(), c.reason.as_str()), (FALSE, "FileHeld"));
+    assert!(
+        c.message
+            .ends_with("the 40 record(s) read before it stay in force: held: removes 35 of the 40"),
+        "{}",
+        c.message
     );
 
     w.control = reported(None);

@@ -156,7 +156,7 @@ impl ControlMetrics {
                 .build(),
             subscribers_file_rejected: meter
                 .u64_gauge("kbng.control.subscribers.file.rejected")
-                .with_description("1 while the subscribers file holds a content the control could not use (the records read before stay in force), else 0.")
+                .with_description("1 while the subscribers file holds a content the control could not use or holds back for the records it would remove (the records read before stay in force), else 0.")
                 .build(),
         }
     }
