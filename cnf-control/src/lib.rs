@@ -36,3 +36,4 @@ pub mod relay;
 pub mod service;
 pub mod store;
 pub mod subscribers_file;
+pub mod subscribers_guard;

@@ -113,7 +113,7 @@ async fn main() -> anyhow::Result<()> {
             cfg.store.display(),
             cfg.api_listen,
             cfg.radius.as_ref().map_or(String::new(), radius_summary),
-            records.map_or(String::new(), |(p, (n, _))| format!(
+            records.map_or(String::new(), |(p, (n, _, _))| format!(
                 ", {n} subscriber record(s) from {}",
                 p.display()
             ))
@@ -126,6 +126,26 @@ async fn main() -> anyhow::Result<()> {
     let store = Store::open_with(&cfg.store, cfg.store_sync)
         .with_context(|| format!("{}", cfg.store.display()))?;
     let (changes, mut bad) = store.subscriber_changes()?;
+    let mut file_state = kbng_control::subscribers_guard::FileState::default();
+    if let Some((p, (_, _, text))) = &records {
+        let start = kbng_control::subscribers_guard::at_start(
+            &mut engine.subscribers,
+            Arc::clone(text),
+            store.subscribers_file()?,
+            p,
+            &cfg.engine,
+            &changes,
+            cfg.subscribers_max_removal_percent,
+        );
+        if let Some(text) = start.keep {
+            store.keep_subscribers_file(&text)?;
+        }
+        if let Some(h) = &start.held {
+            tracing::error!("subscribers file: {}", h.why);
+            engine.subscribers_file_held();
+        }
+        file_state.held = start.held;
+    }
     let kept = changes.len();
     // Kept beside the store too when there is a file: a changed file is laid under them again.
     let subscriber_overlay = records
@@ -223,8 +243,9 @@ async fn main() -> anyhow::Result<()> {
         cfg: Arc::clone(&cfg),
         relay,
         subscriber_overlay,
+        subscribers_file: file_state,
     };
-    if let Some((path, (_, digest))) = records {
+    if let Some((path, (_, digest, _))) = records {
         tokio::spawn(kbng_control::subscribers_file::watch(
             path.clone(),
             Arc::clone(&cfg),
@@ -304,14 +325,14 @@ fn radius_summary(r: &kbng_control::radius::config::RadiusConfig) -> String {
     format!(", RADIUS {} server(s){das}", r.servers.len())
 }
 
-/// Reads the subscribers file `p` into the engine's store: the records imported and the
-/// digest of what was read (the watch for changes starts from it). A file that cannot be
-/// used stops the start, naming its rows.
+/// Reads the subscribers file `p` into the engine's store: the records imported, the digest
+/// of what was read (the watch for changes starts from it) and the content. A file that
+/// cannot be used stops the start, naming its rows.
 fn import_subscribers(
     p: &std::path::Path,
     cfg: &Config,
     engine: &mut Engine,
-) -> anyhow::Result<(usize, Option<u64>)> {
+) -> anyhow::Result<(usize, Option<u64>, Arc<str>)> {
     let reading = kbng_control::subscribers_file::read(p, &cfg.engine);
     let loaded = reading.loaded.map_err(|e| anyhow::anyhow!(e))?;
     for row in &loaded.unresolved {
@@ -319,5 +340,5 @@ fn import_subscribers(
     }
     engine.subscribers = loaded.store;
     tracing::info!(subscribers = loaded.records, "subscribers imported");
-    Ok((loaded.records, reading.digest))
+    Ok((loaded.records, reading.digest, loaded.text))
 }

@@ -24,6 +24,8 @@ use crate::dataplane::{DpCmd, DpEvent};
 use crate::store::subscribers::{Overlay, SubscriberChange};
 use crate::store::{Store, StoreOp};
 
+mod subscribers_file;
+
 pub use crate::clock::now_ns;
 
 /// A session as the operator API shows it.
@@ -269,6 +271,8 @@ pub struct EngineTask {
     /// With a subscribers file: the API's changes kept in the store, to lay over the file
     /// whenever it changes (`None` without a file).
     pub subscriber_overlay: Option<Overlay>,
+    /// The subscribers file's content held at start, if it was.
+    pub subscribers_file: crate::subscribers_guard::FileState,
 }
 
 /// The engine task once started: the commit stage owns the store and the way out.
@@ -285,7 +289,7 @@ struct Running {
     health: crate::health_metrics::HealthFeed,
     subscriber_overlay: Option<Overlay>,
     /// A rejected or held content of the subscribers file.
-    subscribers_file: crate::subscribers_file::FileState,
+    subscribers_file: crate::subscribers_guard::FileState,
 }
 
 type Batch = Effects;
@@ -303,10 +307,11 @@ impl EngineTask {
             cfg,
             relay,
             subscriber_overlay,
+            subscribers_file,
         } = self;
         if cfg.subscribers_file.is_some() {
-            // Started on it: the file's content is in force.
-            crate::health_metrics::subscribers_file_rejected(false);
+            // Started on it: in force, or held (`crate::subscribers_file::at_start`).
+            crate::health_metrics::subscribers_file_rejected(subscribers_file.problem().is_some());
         }
         let committer = match Committer::start(Arc::new(store), dps.clone(), watch) {
             Ok(c) => c,
@@ -326,7 +331,7 @@ impl EngineTask {
             dps,
             health: Default::default(),
             subscriber_overlay,
-            subscribers_file: Default::default(),
+            subscribers_file,
         }
         .run()
         .await
@@ -653,9 +658,13 @@ impl Running {
                     let _ = reply.send(removed);
                 }));
             }
-            ApiCmd::SubscribersFile(e) => self.subscribers_file(e),
+            ApiCmd::SubscribersFile(e) => self.subscribers_file(e, b),
             ApiCmd::AcceptSubscribersFile { reply } => {
-                let _ = reply.send(self.accept_subscribers_file());
+                let r = self.accept_subscribers_file(b);
+                // Answered once the content in force is kept.
+                b.replies.push(Box::new(move || {
+                    let _ = reply.send(r);
+                }));
             }
             ApiCmd::ChangePlan { id, plan, reply } => {
                 let r = self.engine.change_plan(id, &plan, now);
@@ -675,95 +684,6 @@ impl Running {
             o.note(c.clone());
         }
         b.store.push(StoreOp::Subscriber(c));
-    }
-
-    fn subscribers_file(&mut self, e: crate::subscribers_file::FileEvent) {
-        use crate::subscribers_file::{FileEvent, Held, mass_removal};
-        let mut loaded = match e {
-            FileEvent::Changed(l) => l,
-            FileEvent::Rejected(problem) => {
-                tracing::error!(
-                    "subscribers file changed but cannot be used; the records in force stay: \
-                     {problem}"
-                );
-                self.engine.subscribers_file_rejected();
-                self.subscribers_file.rejected = Some(problem);
-                self.subscribers_file_gauge();
-                return;
-            }
-            FileEvent::InForce => {
-                // Back to the content last read: in force, or held as it was.
-                tracing::info!("subscribers file: back to the content last read");
-                self.subscribers_file.rejected = None;
-                self.subscribers_file_gauge();
-                return;
-            }
-        };
-        self.subscribers_file.rejected = None;
-        self.subscribers_file.held = None;
-        for row in &loaded.unresolved {
-            tracing::warn!("subscribers: {row}");
-        }
-        self.lay_overlay(&mut loaded.store);
-        let removed = self.engine.subscribers.missing_from(&loaded.store);
-        let in_force = self.engine.subscribers.len();
-        let max = self.cfg.subscribers_max_removal_percent;
-        if let Some(why) = mass_removal(removed, in_force, max) {
-            tracing::error!("subscribers file changed: {why}");
-            self.engine.subscribers_file_held();
-            self.subscribers_file.held = Some(Held {
-                loaded,
-                removed,
-                why,
-            });
-        } else {
-            self.put_file_in_force(loaded, removed);
-        }
-        self.subscribers_file_gauge();
-    }
-
-    /// The held content in force, the API's changes since laid over it again.
-    fn accept_subscribers_file(&mut self) -> Result<AcceptedFile, String> {
-        if let Some(why) = &self.subscribers_file.rejected {
-            return Err(format!(
-                "the file's present content is rejected ({why}); it is not the held one"
-            ));
-        }
-        let Some(mut held) = self.subscribers_file.held.take() else {
-            return Err("no subscribers file content is held".into());
-        };
-        self.lay_overlay(&mut held.loaded.store);
-        let removed = self.engine.subscribers.missing_from(&held.loaded.store);
-        tracing::warn!(
-            removed,
-            "subscribers file: held content accepted by an operator"
-        );
-        let records = held.loaded.store.len();
-        self.put_file_in_force(held.loaded, removed);
-        self.subscribers_file_gauge();
-        Ok(AcceptedFile { records, removed })
-    }
-
-    /// The API's changes laid over a file's records (again, when held: idempotent).
-    fn lay_overlay(&mut self, store: &mut crate::core::aaa::SubscriberStore) {
-        let overlay = self.subscriber_overlay.get_or_insert_with(Overlay::default);
-        for problem in overlay.apply_to(&self.engine.subscribers, store) {
-            tracing::warn!("subscribers: {problem}");
-        }
-    }
-
-    fn put_file_in_force(&mut self, loaded: crate::subscribers_file::Loaded, removed: usize) {
-        tracing::info!(
-            records = loaded.records,
-            removed,
-            api_changes = self.subscriber_overlay.as_ref().map_or(0, Overlay::len),
-            "subscribers file changed: its records are in force, with the API's changes over them"
-        );
-        self.engine.replace_subscribers(loaded.store);
-    }
-
-    fn subscribers_file_gauge(&self) {
-        crate::health_metrics::subscribers_file_rejected(self.subscribers_file.problem().is_some());
     }
 }
 

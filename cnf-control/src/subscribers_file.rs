@@ -12,13 +12,7 @@
 //! file rejected`), shown in `/v1/status` (and so in the BNG's status) and held in a gauge
 //! (alerted) until the file holds a content the control takes. The sessions a change concerns
 //! are granted what it says within seconds (`crate::core::engine_reauth`).
-//!
-//! So a truncated or mistaken file would wall in (or, under `unknownSubscribers: reject`,
-//! disconnect) every subscriber it drops within seconds. A content that removes more than
-//! `subscribersMaxRemovalPercent` of the records in force (and at least
-//! [`HELD_MIN_REMOVALS`]) is held instead: imported, not in force, shown and alerted as a
-//! rejection is, until an operator accepts it (`kbngctl subscribers accept-file`) or the file
-//! changes again.
+//! A content that would remove too many of the records is held (`crate::subscribers_guard`).
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -40,6 +34,9 @@ pub struct Loaded {
     /// Rows naming a plan, pool or address the configuration lacks: kept, and logged (a file
     /// may outlive a plan an edit removed; refusing it would strand every subscriber).
     pub unresolved: Vec<String>,
+    /// The content read, kept in the session store once in force
+    /// (`crate::subscribers_guard::at_start`).
+    pub text: Arc<str>,
 }
 
 /// One read of the file: its content's digest (`None` when unreadable) and what it imports to.
@@ -68,7 +65,7 @@ fn reading(path: &Path, cfg: &EngineConfig, text: Result<(String, u64), String>)
     match text {
         Ok((text, digest)) => Reading {
             digest: Some(digest),
-            loaded: import(path, &text, cfg),
+            loaded: import(path, text, cfg),
         },
         Err(e) => Reading {
             digest: None,
@@ -89,9 +86,9 @@ fn digest(text: &str) -> u64 {
     h.finish()
 }
 
-fn import(path: &Path, text: &str, cfg: &EngineConfig) -> Result<Loaded, String> {
+pub(crate) fn import(path: &Path, text: String, cfg: &EngineConfig) -> Result<Loaded, String> {
     let json = path.extension().is_some_and(|e| e == "json");
-    let (rows, errors) = aaa::parse(text, json);
+    let (rows, errors) = aaa::parse(&text, json);
     let unresolved = aaa::unresolved(&rows, cfg);
     let mut store = SubscriberStore::default();
     let records = store.import_rows(rows, errors).map_err(|errs| {
@@ -102,52 +99,8 @@ fn import(path: &Path, text: &str, cfg: &EngineConfig) -> Result<Loaded, String>
         store,
         records,
         unresolved,
+        text: text.into(),
     })
-}
-
-/// Fewer removals than this are never held: a store of a few records loses a large share in
-/// a routine edit.
-pub const HELD_MIN_REMOVALS: usize = 10;
-
-/// Why a content that removes `removed` of the `in_force` records is held, when it removes
-/// more than `max_percent` of them and at least [`HELD_MIN_REMOVALS`].
-pub fn mass_removal(removed: usize, in_force: usize, max_percent: u8) -> Option<String> {
-    let over = removed.saturating_mul(100) > in_force.saturating_mul(usize::from(max_percent));
-    (removed >= HELD_MIN_REMOVALS && over).then(|| {
-        format!(
-            "held: the file's new content removes {removed} of the {in_force} records in force \
-             ({}%, more than subscribersMaxRemovalPercent {max_percent}%); the records in force \
-             stay until `kbngctl subscribers accept-file` or another edit",
-            removed * 100 / in_force.max(1)
-        )
-    })
-}
-
-/// A content imported but held back by [`mass_removal`].
-#[derive(Debug)]
-pub struct Held {
-    pub loaded: Loaded,
-    pub removed: usize,
-    pub why: String,
-}
-
-/// What the engine task knows of the file beyond the records in force.
-#[derive(Debug, Default)]
-pub struct FileState {
-    /// Why the file's present content cannot be used, while so.
-    pub rejected: Option<String>,
-    /// The last content read, held back, while so (kept while a later content is rejected:
-    /// the file may return to it).
-    pub held: Option<Held>,
-}
-
-impl FileState {
-    /// Why the file's content is not in force (`None`: it is).
-    pub fn problem(&self) -> Option<&str> {
-        self.rejected
-            .as_deref()
-            .or(self.held.as_ref().map(|h| h.why.as_str()))
-    }
 }
 
 /// What the watch tells the engine task.
@@ -280,48 +233,5 @@ mod tests {
         let loaded = read(&p, &cfg()).loaded.unwrap();
         assert_eq!(loaded.records, 1);
         assert_eq!(loaded.unresolved, vec![r#"row 1: unknown plan "platinum""#]);
-    }
-
-    #[test]
-    fn an_edit_is_held_above_its_share_of_removals_and_never_below_ten() {
-        // 10% of 1,000 is 100: 100 removed goes through, 101 is held.
-        assert_eq!(mass_removal(100, 1000, 10), None);
-        let why = mass_removal(101, 1000, 10).unwrap();
-        assert!(
-            why.contains("removes 101 of the 1000 records in force (10%"),
-            "{why}"
-        );
-        assert!(why.contains("kbngctl subscribers accept-file"), "{why}");
-        // Nine of a store of ten is routine; ten of ten is held.
-        assert_eq!(mass_removal(9, 10, 10), None);
-        assert!(mass_removal(10, 10, 10).is_some());
-        // 100% holds nothing; an emptied store at 99% is held.
-        assert_eq!(mass_removal(1000, 1000, 100), None);
-        assert!(mass_removal(1000, 1000, 99).is_some());
-        assert_eq!(mass_removal(0, 0, 1), None);
-    }
-
-    #[test]
-    fn a_held_content_is_the_problem_until_a_rejection_says_more() {
-        let mut f = FileState::default();
-        assert_eq!(f.problem(), None);
-        f.held = Some(Held {
-            loaded: Loaded {
-                store: SubscriberStore::default(),
-                records: 0,
-                unresolved: Vec::new(),
-            },
-            removed: 40,
-            why: "held: 40".into(),
-        });
-        assert_eq!(f.problem(), Some("held: 40"));
-        f.rejected = Some("row 2: bad MAC".into());
-        assert_eq!(f.problem(), Some("row 2: bad MAC"));
-        f.rejected = None;
-        assert_eq!(
-            f.problem(),
-            Some("held: 40"),
-            "the file back to the held content"
-        );
     }
 }

@@ -85,28 +85,43 @@ walledGarden: {{portalUrl: "http://192.0.2.80/", allowed: [{{prefix: 192.0.2.80/
         extra.replace("$DIR", &d)
     );
     std::fs::write(dir.path().join("control.yaml"), cfg).unwrap();
-    let child = Command::new(control_bin())
+    let c = Control {
+        child: spawn(dir.path()),
+        server: format!("127.0.0.1:{port}"),
+        dir,
+    };
+    wait_up(&c);
+    c
+}
+
+fn spawn(dir: &Path) -> Child {
+    Command::new(control_bin())
         .arg("--config")
-        .arg(dir.path().join("control.yaml"))
+        .arg(dir.join("control.yaml"))
         .args(["--log", "error"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .unwrap();
-    let c = Control {
-        child,
-        server: format!("127.0.0.1:{port}"),
-        dir,
-    };
+        .unwrap()
+}
+
+/// The control stopped and started again on its configuration and store.
+fn restart(c: &mut Control) {
+    let _ = c.child.kill();
+    let _ = c.child.wait();
+    c.child = spawn(c.dir.path());
+    wait_up(c);
+}
+
+fn wait_up(c: &Control) {
     let t0 = Instant::now();
-    while !kbngctl(&c, &["plans"]).status.success() {
+    while !kbngctl(c, &["plans"]).status.success() {
         assert!(
             t0.elapsed() < Duration::from_secs(20),
             "control did not start"
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    c
 }
 
 fn kbngctl(c: &Control, args: &[&str]) -> Output {
@@ -576,7 +591,7 @@ fn file_status(c: &Control, until: impl Fn(&Value) -> bool) -> Value {
 
 #[test]
 fn a_file_edit_removing_most_records_is_held_until_accepted() {
-    let c = start_with(
+    let mut c = start_with(
         &signed(),
         "subscribersFile: $DIR/subs.csv\nsubscribersRecheckSecs: 1",
         |d| std::fs::write(d.join("subs.csv"), rows(0, 40)).unwrap(),
@@ -595,6 +610,13 @@ fn a_file_edit_removing_most_records_is_held_until_accepted() {
     assert!(line.contains("its latest content HELD"), "{line}");
     ok(&c, &["subscribers", "show", "02:00:00:00:01:20"]);
 
+    // A restart reads the file again and compares it with the content last in force, kept
+    // in its store: still held.
+    restart(&mut c);
+    let s = file_status(&c, |_| true);
+    assert_eq!(s["records"], 40, "{s}");
+    assert_eq!(s["file"]["held"]["removes"], 35, "{s}");
+
     // A record added through the API meanwhile survives the acceptance.
     ok(&c, &["subscribers", "add", "--mac", "02:00:00:00:02:01"]);
     let said = ok(&c, &["subscribers", "accept-file"]);
@@ -610,6 +632,11 @@ fn a_file_edit_removing_most_records_is_held_until_accepted() {
     ok(&c, &["subscribers", "show", "02:00:00:00:02:01"]);
     let err = fails(&c, &["subscribers", "accept-file"]);
     assert!(err.contains("no subscribers file content is held"), "{err}");
+    // The accepted content is the one kept: a restart takes the file as it is.
+    restart(&mut c);
+    let s = file_status(&c, |_| true);
+    assert_eq!(s["records"], 6, "{s}");
+    assert!(s["file"].get("held").is_none(), "{s}");
 
     // A handful removed is routine: in force at once, whatever its share.
     std::fs::write(&subs, rows(0, 1)).unwrap();

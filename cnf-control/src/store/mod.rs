@@ -1,5 +1,6 @@
-//! Persistence of bound sessions in an embedded transactional store, and of the changes made
-//! to the local subscribers through the API ([`subscribers`]).
+//! Persistence of bound sessions in an embedded transactional store, of the changes made to
+//! the local subscribers through the API ([`subscribers`]), and of the subscribers file's
+//! content in force (a restart compares the file with it, `crate::subscribers_file`).
 //!
 //! redb rather than SQLite through rusqlite: the data is one key-value map (session id → the
 //! session's row, see [`row`]) plus a counter, which needs no SQL; redb is pure Rust (no C toolchain or
@@ -32,6 +33,9 @@ const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 /// [`SubscriberChange::key`] -> [`SubscriberChange::encode`].
 const SUBSCRIBERS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("subscribers");
 const NEXT_ID: &str = "next_session_id";
+/// The subscribers file's content last put in force, under [`IN_FORCE`].
+const SUBSCRIBERS_FILE: TableDefinition<&str, &[u8]> = TableDefinition::new("subscribers_file");
+const IN_FORCE: &str = "in_force";
 
 /// redb's page cache. Its default, 1 GiB, filled with every page the start-up load reads (the
 /// whole store: about 570 MB for 1,000,000 sessions) and kept it for the life of the process,
@@ -78,6 +82,8 @@ pub enum StoreOp {
     Delete(SessionId),
     /// Kept under its key, replacing the key's earlier change.
     Subscriber(SubscriberChange),
+    /// The subscribers file's content now in force.
+    SubscribersFile(std::sync::Arc<str>),
 }
 
 /// The store.
@@ -110,6 +116,7 @@ impl Store {
         tx.open_table(SESSIONS).map_err(db)?;
         tx.open_table(META).map_err(db)?;
         tx.open_table(SUBSCRIBERS).map_err(db)?;
+        tx.open_table(SUBSCRIBERS_FILE).map_err(db)?;
         tx.commit().map_err(db)?;
         Ok(Store { db: database, sync })
     }
@@ -174,6 +181,26 @@ impl Store {
         Ok((changes, bad))
     }
 
+    /// The subscribers file's content last put in force, when one was (`None` as well for
+    /// one that is not UTF-8, which no file the control took can be).
+    pub fn subscribers_file(&self) -> Result<Option<String>, StoreError> {
+        let tx = self.db.begin_read().map_err(db)?;
+        let t = tx.open_table(SUBSCRIBERS_FILE).map_err(db)?;
+        let text = t.get(IN_FORCE).map_err(db)?;
+        Ok(text.and_then(|v| String::from_utf8(v.value().to_vec()).ok()))
+    }
+
+    /// Keeps `text` as the subscribers file's content in force (at start, before the commit
+    /// stage runs; later through [`StoreOp::SubscribersFile`]).
+    pub fn keep_subscribers_file(&self, text: &str) -> Result<(), StoreError> {
+        let tx = self.db.begin_write().map_err(db)?;
+        {
+            let mut t = tx.open_table(SUBSCRIBERS_FILE).map_err(db)?;
+            t.insert(IN_FORCE, text.as_bytes()).map_err(db)?;
+        }
+        tx.commit().map_err(db)
+    }
+
     /// Restores every stored session into `engine`, as `kbng-control` does at start.
     pub fn restore_into(&self, engine: &mut Engine) -> Result<Restored, StoreError> {
         let mut r = Restored::default();
@@ -198,6 +225,7 @@ impl Store {
         {
             let mut t = tx.open_table(SESSIONS).map_err(db)?;
             let mut subs = tx.open_table(SUBSCRIBERS).map_err(db)?;
+            let mut file = tx.open_table(SUBSCRIBERS_FILE).map_err(db)?;
             let mut v = Vec::new();
             for op in batches.iter().flat_map(|b| b.iter()) {
                 match op {
@@ -216,6 +244,9 @@ impl Store {
                             subs.insert(k.as_slice(), c.encode().as_slice())
                                 .map_err(db)?;
                         }
+                    }
+                    StoreOp::SubscribersFile(text) => {
+                        file.insert(IN_FORCE, text.as_bytes()).map_err(db)?;
                     }
                 }
             }
@@ -349,6 +380,33 @@ pub(crate) mod tests {
             ]
         );
         assert_eq!(s.load().unwrap().0, [session(1)], "sessions untouched");
+        drop(s);
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn the_subscribers_files_content_in_force_is_kept_and_replaced() {
+        let path = fresh("subscribers-file");
+        {
+            let s = Store::open(&path).unwrap();
+            assert_eq!(s.subscribers_file().unwrap(), None, "a fresh store");
+            s.keep_subscribers_file("02:00:00:00:00:01,,,gold\n")
+                .unwrap();
+            s.apply(
+                &[
+                    StoreOp::Put(Box::new(session(1))),
+                    StoreOp::SubscribersFile("02:00:00:00:00:02,,,gold\n".into()),
+                ],
+                2,
+            )
+            .unwrap();
+        }
+        let s = Store::open(&path).unwrap();
+        assert_eq!(
+            s.subscribers_file().unwrap().as_deref(),
+            Some("02:00:00:00:00:02,,,gold\n")
+        );
+        assert_eq!(s.load().unwrap().0, [session(1)]);
         drop(s);
         let _ = std::fs::remove_file(&path);
     }
