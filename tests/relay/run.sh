@@ -87,8 +87,10 @@ cat >"$tmp/kea.json" <<EOF
   "lease-database": {"type": "memfile", "persist": true, "name": "$tmp/kea-leases.csv", "lfc-interval": 0},
   "valid-lifetime": 60, "renew-timer": 15, "rebind-timer": 45,
   "store-extended-info": true,
+  "host-reservation-identifiers": ["circuit-id", "hw-address"],
   "subnet4": [{"id": 1, "subnet": "100.64.0.0/24",
                "pools": [{"pool": "100.64.0.100 - 100.64.0.199"}],
+               "reservations": [{"circuit-id": "'0/0/300/0'", "ip-address": "100.64.0.250"}],
                "option-data": [{"name": "routers", "data": "100.64.0.1"},
                                {"name": "domain-name-servers", "data": "192.0.2.53"}]}],
   "loggers": [{"name": "kea-dhcp4", "severity": "WARN",
@@ -303,6 +305,35 @@ rel=$(($(counter "relay: RELEASE relayed") - rel_before))
 kea_rel=$(grep -c '"type": 7,' "$tmp/relayed.jsonl")
 if [[ $n == 0 && $rel -ge 1 && $kea_rel -ge 1 ]] && audit_clean >/dev/null; then
     ok release_reaches_kea_and_removes_the_session_in_both; else bad release_reaches_kea_and_removes_the_session_in_both "left=$n relayed=$rel at_kea=$kea_rel"; fi
+
+# ---- 1:1 VLAN access known by its line in relay mode (lineIdentity): a CPE on VLAN 300
+# (scapy; this kernel has no VLAN devices) whose MAC no record names is admitted by the
+# record keyed by its line, and Kea, which reserves an address for that circuit-id, sees the
+# line in the relay's option 82. A CPE swapped on the line ends the old session and gets its
+# own from Kea's ACK (Kea still leases the reserved address to the old MAC: another one).
+kill -TERM "$ctl_pid"; wait "$ctl_pid" 2>/dev/null; ctl_pid=
+{ cat "$tmp/control.yaml"; echo "lineIdentity: true"; } >"$tmp/line.yaml"
+echo ",0/0/300/0,,gold" >>"$tmp/subscribers.csv"
+if start_control "$tmp/line.yaml"; then
+    dora300() { inns h1 /usr/bin/python3 "$root/tests/control/dhcp.py" dora e0 "$1" 1 300 2>>"$tmp/clients.log" | jq_py 'list(d.items())[0][1] if d else ""'; }
+    view300() { apiget "/v1/sessions?limit=1000&outerVlan=300" | jq_py '";".join("%s %s plan %s %s captive=%s" % (s["state"], s["mac"], s["planId"], s.get("ip"), s["captive"]) for s in d["sessions"])'; }
+    ip_a=$(dora300 0a:f0:00:00)
+    s_a=$(view300)
+    if [[ $ip_a == 100.64.0.250 && $s_a == "active 0a:f0:00:00:00:00 plan 10 100.64.0.250 captive=False" ]] && audit_clean >/dev/null; then
+        ok "relayed_line_names_its_subscriber_and_reaches_kea (Kea's reservation for circuit-id 0/0/300/0, admitted by the line's record)"; else
+        bad relayed_line_names_its_subscriber_and_reaches_kea "ip=$ip_a sessions=$s_a $(audit_clean)"; fi
+    replaced0=$(counter "session replaced: another MAC with its identity")
+    ip_b=$(dora300 0a:f1:00:00)
+    [[ -n $ip_b ]] || { sleep 1; ip_b=$(dora300 0a:f1:00:00); }
+    sleep 0.5 # the old session leaves once the dataplane confirms its removal
+    s_b=$(view300)
+    replaced=$(($(counter "session replaced: another MAC with its identity") - replaced0))
+    if [[ -n $ip_b && $s_b == "active 0a:f1:00:00:00:00 plan 10 $ip_b captive=False" && $replaced == 1 ]] && audit_clean >/dev/null; then
+        ok "relayed_cpe_swapped_on_its_line_takes_its_place (the new MAC at $ip_b from Kea, the old session ended)"; else
+        bad relayed_cpe_swapped_on_its_line_takes_its_place "ip=$ip_b sessions=$s_b replaced=$replaced $(audit_clean)"; fi
+else
+    bad relayed_line_names_its_subscriber_and_reaches_kea "control did not start with lineIdentity: $(tail -3 "$tmp/control.log")"
+fi
 
 # ---- RADIUS in relay mode: the control restarts with a real FreeRADIUS (in its namespace, on
 # its loopback) instead of the subscribers file; a session built from Kea's ACK is authorised
