@@ -158,16 +158,18 @@ pub async fn watch(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::core::aaa::{Authorization, Identity};
 
-    fn cfg() -> EngineConfig {
+    /// The configuration the files of these tests (and `crate::subscribers_guard`'s) resolve
+    /// against.
+    pub(crate) fn cfg() -> EngineConfig {
         crate::core::test_support::engine_config(crate::core::engine::UnknownPolicy::Captive)
     }
 
     /// A folder of this test's own (tests run in parallel in one process).
-    fn dir(test: &str) -> PathBuf {
+    pub(crate) fn dir(test: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("kbng-subs-{test}-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
         d

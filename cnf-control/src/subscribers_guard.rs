@@ -132,18 +132,7 @@ pub fn at_start(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
-
-    fn cfg() -> EngineConfig {
-        crate::core::test_support::engine_config(crate::core::engine::UnknownPolicy::Captive)
-    }
-
-    /// A folder of this test's own (tests run in parallel in one process).
-    fn dir(test: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("kbng-guard-{test}-{}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    }
+    use crate::subscribers_file::tests::{cfg, dir};
 
     #[test]
     fn an_edit_is_held_above_its_share_of_removals_and_never_below_ten() {
