@@ -96,12 +96,16 @@ async fn main() -> anyhow::Result<()> {
     tracing::info!(cap = cap.max_sessions, source = ?cap.source, "licence cap");
     let mut engine = Engine::new(cfg.engine.clone(), cap, now_ns())
         .map_err(|errs| anyhow::anyhow!("pools: {errs:?}"))?;
-    let records = match &cfg.subscribers_file {
-        Some(p) => Some((p, import_subscribers(p, &cfg, &mut engine)?)),
-        None => None,
-    };
+    let records = cfg
+        .subscribers_file
+        .as_ref()
+        .map(|p| (p, import_subscribers(p, &cfg, &mut engine)));
 
     if args.check_config {
+        // A file the control cannot use fails the check, whatever a start could fall back on.
+        if let Some((_, (_, Err(problem)))) = &records {
+            anyhow::bail!("{problem}");
+        }
         println!(
             "kbng-control: configuration valid: {} dataplane(s) {:?}, {} plan(s), cap {} ({:?}), \
              store {}, API {}{}{}",
@@ -113,8 +117,9 @@ async fn main() -> anyhow::Result<()> {
             cfg.store.display(),
             cfg.api_listen,
             cfg.radius.as_ref().map_or(String::new(), radius_summary),
-            records.map_or(String::new(), |(p, (n, _, _))| format!(
-                ", {n} subscriber record(s) from {}",
+            records.map_or(String::new(), |(p, (_, r))| format!(
+                ", {} subscriber record(s) from {}",
+                r.map_or(0, |(n, _)| n),
                 p.display()
             ))
         );
@@ -127,24 +132,45 @@ async fn main() -> anyhow::Result<()> {
         .with_context(|| format!("{}", cfg.store.display()))?;
     let (changes, mut bad) = store.subscriber_changes()?;
     let mut file_state = kbng_control::subscribers_guard::FileState::default();
-    if let Some((p, (_, _, text))) = &records {
-        let start = kbng_control::subscribers_guard::at_start(
-            &mut engine.subscribers,
-            Arc::clone(text),
-            store.subscribers_file()?,
-            p,
-            &cfg.engine,
-            &changes,
-            cfg.subscribers_max_removal_percent,
-        );
-        if let Some(text) = start.keep {
-            store.keep_subscribers_file(&text)?;
+    match &records {
+        Some((p, (_, Ok((_, text))))) => {
+            let start = kbng_control::subscribers_guard::at_start(
+                &mut engine.subscribers,
+                Arc::clone(text),
+                store.subscribers_file()?,
+                p,
+                &cfg.engine,
+                &changes,
+                cfg.subscribers_max_removal_percent,
+            );
+            if let Some(text) = start.keep {
+                store.keep_subscribers_file(&text)?;
+            }
+            if let Some(h) = &start.held {
+                tracing::error!("subscribers file: {}", h.why);
+                engine.subscribers_file_held();
+            }
+            file_state.held = start.held;
         }
-        if let Some(h) = &start.held {
-            tracing::error!("subscribers file: {}", h.why);
-            engine.subscribers_file_held();
+        Some((p, (_, Err(problem)))) => {
+            // A restart must not turn a rejected edit into a control that cannot start: the
+            // content last in force is taken, and the file's shown as rejected.
+            let kept = kbng_control::subscribers_guard::kept_in_force(
+                store.subscribers_file()?,
+                p,
+                &cfg.engine,
+            )
+            .with_context(|| format!("{problem} (and no content in force kept to start on)"))?;
+            tracing::error!(
+                records = kept.records,
+                "subscribers file cannot be used; starting on the content last in force: \
+                 {problem}"
+            );
+            engine.subscribers = kept.store;
+            engine.subscribers_file_rejected();
+            file_state.rejected = Some(problem.clone());
         }
-        file_state.held = start.held;
+        None => {}
     }
     let kept = changes.len();
     // Kept beside the store too when there is a file: a changed file is laid under them again.
@@ -245,11 +271,18 @@ async fn main() -> anyhow::Result<()> {
         subscriber_overlay,
         subscribers_file: file_state,
     };
-    if let Some((path, (_, digest, _))) = records {
+    if let Some((path, (digest, loaded))) = records {
+        // Started on the kept content: no content of the file is in force, and the watch
+        // tells of the next one it can use, whatever it is.
+        let (seen, rejected) = match loaded {
+            Ok(_) => (digest, None),
+            Err(problem) => (None, Some(problem)),
+        };
         tokio::spawn(kbng_control::subscribers_file::watch(
             path.clone(),
             Arc::clone(&cfg),
-            digest,
+            seen,
+            rejected,
             api_tx.clone(),
         ));
     }
@@ -325,20 +358,21 @@ fn radius_summary(r: &kbng_control::radius::config::RadiusConfig) -> String {
     format!(", RADIUS {} server(s){das}", r.servers.len())
 }
 
-/// Reads the subscribers file `p` into the engine's store: the records imported, the digest
-/// of what was read (the watch for changes starts from it) and the content. A file that
-/// cannot be used stops the start, naming its rows.
-fn import_subscribers(
-    p: &std::path::Path,
-    cfg: &Config,
-    engine: &mut Engine,
-) -> anyhow::Result<(usize, Option<u64>, Arc<str>)> {
+/// The digest of what the subscribers file `p` held (the watch for changes starts from it),
+/// and the records imported into the engine's store and the content, or why the file cannot
+/// be used (naming its rows).
+type FileAtStart = (Option<u64>, Result<(usize, Arc<str>), String>);
+
+fn import_subscribers(p: &std::path::Path, cfg: &Config, engine: &mut Engine) -> FileAtStart {
     let reading = kbng_control::subscribers_file::read(p, &cfg.engine);
-    let loaded = reading.loaded.map_err(|e| anyhow::anyhow!(e))?;
+    let loaded = match reading.loaded {
+        Ok(l) => l,
+        Err(problem) => return (reading.digest, Err(problem)),
+    };
     for row in &loaded.unresolved {
         tracing::warn!(file = %p.display(), "subscribers: {row}");
     }
     engine.subscribers = loaded.store;
     tracing::info!(subscribers = loaded.records, "subscribers imported");
-    Ok((loaded.records, reading.digest, loaded.text))
+    (reading.digest, Ok((loaded.records, loaded.text)))
 }

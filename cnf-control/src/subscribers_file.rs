@@ -115,18 +115,18 @@ pub enum FileEvent {
 }
 
 /// Reads `path` every `cfg.subscribers_recheck` and tells the engine task of each content
-/// not seen before (the start read `seen`), imported or rejected; a read that fails the same
-/// way as the last is not told again.
+/// not seen before (the start read `seen`, and `rejected` it when the start could not use
+/// it), imported or rejected; a read that fails the same way as the last is not told again.
 pub async fn watch(
     path: PathBuf,
     cfg: Arc<Config>,
     mut seen: Option<u64>,
+    mut rejected: Option<String>,
     tx: mpsc::Sender<ApiCmd>,
 ) {
     let mut tick = tokio::time::interval(cfg.subscribers_recheck);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
-    let mut rejected: Option<String> = None;
     loop {
         tick.tick().await;
         let (p, c) = (path.clone(), Arc::clone(&cfg));

@@ -8,7 +8,9 @@
 //! rejected one is, until an operator accepts it (`kbngctl subscribers accept-file`) or the
 //! file changes again. The content in force is kept in the session store, so that a restart
 //! compares the file with it too ([`at_start`]): a held edit stays held across restarts, and
-//! one made while the control was down is held as well.
+//! one made while the control was down is held as well. A start on a file it cannot use goes
+//! on with that content ([`kept_in_force`]), the file shown as rejected, rather than failing:
+//! a bad edit would otherwise turn the next restart into a control that cannot start.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -126,6 +128,18 @@ pub fn at_start(
             why,
         }),
         keep: None,
+    }
+}
+
+/// The content last in force, `kept` in the session store, imported: what a start whose
+/// file cannot be used goes on with (`None`: nothing kept, or it does not import now).
+pub fn kept_in_force(kept: Option<String>, path: &Path, cfg: &EngineConfig) -> Option<Loaded> {
+    match import(path, kept?, cfg) {
+        Ok(l) => Some(l),
+        Err(e) => {
+            tracing::warn!("subscribers: the content last in force does not import now: {e}");
+            None
+        }
     }
 }
 
@@ -256,5 +270,14 @@ mod tests {
         let (r, subs) = start("start-bad", &rows(0, 2), Some("not-a-mac,,,gold\n"), &[]);
         assert!(r.held.is_none());
         assert_eq!((subs.len(), r.keep.is_some()), (2, true));
+    }
+
+    #[test]
+    fn a_start_on_a_bad_file_goes_on_with_the_kept_content_when_it_imports() {
+        let p = dir("kept").join("subs.csv");
+        assert!(kept_in_force(None, &p, &cfg()).is_none(), "nothing kept");
+        assert!(kept_in_force(Some("bad,,,gold\n".into()), &p, &cfg()).is_none());
+        let kept = kept_in_force(Some(rows(0, 3)), &p, &cfg()).expect("imports");
+        assert_eq!((kept.records, &*kept.text), (3, rows(0, 3).as_str()));
     }
 }

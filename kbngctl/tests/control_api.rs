@@ -653,4 +653,17 @@ fn a_file_edit_removing_most_records_is_held_until_accepted() {
     assert_eq!(s["records"], 41, "{s}");
     let err = fails(&c, &["subscribers", "accept-file"]);
     assert!(err.contains("no subscribers file content is held"), "{err}");
+
+    // A file that does not parse is rejected, and a restart starts on the content last in
+    // force rather than not at all; the file fixed is taken.
+    std::fs::write(&subs, format!("{}not-a-mac,,,gold\n", rows(0, 40))).unwrap();
+    file_status(&c, |s| s["file"].get("rejected").is_some());
+    restart(&mut c);
+    let s = file_status(&c, |_| true);
+    assert_eq!(s["records"], 41, "the 40 rows and the API's: {s}");
+    let why = s["file"]["rejected"].as_str().unwrap_or_default();
+    assert!(why.contains("row 41"), "{s}");
+    std::fs::write(&subs, rows(0, 39)).unwrap();
+    let s = file_status(&c, |s| s["file"].get("rejected").is_none());
+    assert_eq!(s["records"], 40, "{s}");
 }
