@@ -338,6 +338,8 @@ pub struct DhcpSpec {
     /// absent from its messages): 1:1 VLAN access, one subscriber per line. Its circuit-id is
     /// `dataplane/port/outer-vlan/inner-vlan` (`0/0/100/200`; 0 for a VLAN tag not there), and
     /// local records keyed by that circuit-id (and RADIUS, which is sent it) name it.
+    /// `dataplane` is the dataplane pod's ordinal (its StatefulSet index), so a line keeps its
+    /// name when replicas are added; fewer replicas leave the lines of the ones removed.
     #[serde(default)]
     pub line_identity: bool,
     /// In-rush pacing of new subscribers (after a power restore, thousands of CPEs ask at
