@@ -203,6 +203,9 @@ t_bad_crs_are_refused() {
                  "secretRef": {"name": "radius-secret", "key": "secret"},
                  "dynamicAuthorization": {"clients": [{"address": "radius.example"}]}}}')" \
     'dynamicAuthorization.clients\[0\].address' || rc=1
+  refused "subscribers maxRemovalPercent 0" \
+    "$(bng_json maxremoval '.spec.aaa.subscribers = {"configMap": "s", "key": "s.csv", "maxRemovalPercent": 0}')" \
+    'maxRemovalPercent.*(greater than or equal to 1|should be greater)' || rc=1
   refused "maxSessionsPerLine 0" "$(bng_json perline '.spec.dhcp.maxSessionsPerLine = 0')" \
     'maxSessionsPerLine.*(greater than or equal to 1|should be greater)' || rc=1
   refused "pacing maxWaitMs above a minute" \
@@ -866,6 +869,24 @@ t_real_control_reports_to_status_and_drains() {
     "a record the rejected edit dropped, still in force" || rc=1
   mv "$WORK/real-subs/records.good" "$WORK/real-subs/records.csv"
   eventually 90 jq_true k get bng real -o json -- "$in_force | .status == \"True\"" || rc=1
+  # An edit that would drop most records is held, not applied (FileHeld, a Warning event),
+  # until kbngctl accepts it; maxRemovalPercent reaches the generated configuration.
+  cp "$WORK/real-subs/records.csv" "$WORK/real-subs/records.good"
+  # (The ConfigMap's key ends without a newline; a blank line is skipped.)
+  { cat "$WORK/real-subs/records.good"; echo; for i in $(seq 10 29); do echo "02:00:00:00:0f:$i,,,"; done; } >"$WORK/real-subs/records.next"
+  mv "$WORK/real-subs/records.next" "$WORK/real-subs/records.csv"
+  eventually 90 jq_true k get bng real -o json -- "$in_force | .message == \"23 subscriber record(s) in force\"" || rc=1
+  cp "$WORK/real-subs/records.good" "$WORK/real-subs/records.csv"
+  eventually 90 jq_true k get bng real -o json -- \
+    "$in_force | .status == \"False\" and .reason == \"FileHeld\" and (.message | test(\"removes 20 of the 23 records in force\"))" || {
+    k get bng real -o json | jq -c "$in_force"; rc=1; }
+  expect_eq "$(k get events.events.k8s.io -o json | jq -c '[.items[] | select(.regarding.name == "real" and .reason == "FileHeld") | .type] | unique')" \
+    '["Warning"]' "a Warning event for the held file" || rc=1
+  expect_match "$("$BIN/kbngctl" --server "http://$api" --token-file "$WORK/real-token" subscribers accept-file 2>&1)" \
+    'in force: 3 records, 20 removed' "kbngctl subscribers accept-file" || rc=1
+  eventually 90 jq_true k get bng real -o json -- "$in_force | .status == \"True\" and .message == \"3 subscriber record(s) in force\"" || rc=1
+  k patch bng real --type merge -p '{"spec":{"aaa":{"subscribers":{"maxRemovalPercent":25}}}}' >/dev/null || rc=1
+  eventually 30 bash -c "kubectl -n $NS get cm real-control -o json | jq -e '.data[\"control.json\"] | fromjson | .subscribersMaxRemovalPercent == 25' >/dev/null" || rc=1
   # For argocd_health_checks: the BNG as Argo CD would see it while real processes serve it
   # (given a moment to pass every gate; that check judges what was saved).
   eventually 20 jq_true k get bng real -o json -- '.status.conditions[] | select(.type == "Ready") | .status == "True"' >/dev/null
