@@ -20,6 +20,7 @@
 //! | GET | /v1/subscribers/{mac} | the record of a MAC |
 //! | DELETE | /v1/subscribers/{mac} | remove one |
 //! | GET, DELETE | /v1/subscribers/option82?circuitId=&remoteId= | the same for a record keyed by option 82 |
+//! | GET | /v1/subscribers/file/held?after=&limit= | a page of the records a held subscribers file would remove |
 //! | POST | /v1/subscribers/file/accept | put in force a subscribers file held for the records it removes |
 //!
 //! HTTP/JSON rather than gRPC: operators and scripts reach it with curl, and a watch is a plain
@@ -361,6 +362,7 @@ pub fn router(state: ApiState) -> Router {
             "/v1/subscribers/file/accept",
             post(subscribers::accept_file),
         )
+        .route("/v1/subscribers/file/held", get(subscribers::held))
         .route(
             "/v1/subscribers/{mac}",
             get(subscribers::show_mac).delete(subscribers::remove_mac),

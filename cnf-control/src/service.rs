@@ -243,6 +243,13 @@ pub enum ApiCmd {
     },
     /// The subscribers file changed (`crate::subscribers_file::watch`).
     SubscribersFile(crate::subscribers_file::FileEvent),
+    /// A page of the records in force the held content of the subscribers file lacks (`None`
+    /// when none is held): (records, cursor, how many in all).
+    HeldRemovals {
+        after: Option<RecordKey>,
+        limit: usize,
+        reply: oneshot::Sender<Option<(crate::core::subscriber_page::Page, usize)>>,
+    },
     /// Put the held content of the subscribers file in force: the records it removes.
     AcceptSubscribersFile {
         reply: oneshot::Sender<Result<AcceptedFile, String>>,
@@ -659,6 +666,13 @@ impl Running {
                 }));
             }
             ApiCmd::SubscribersFile(e) => self.subscribers_file(e, b),
+            ApiCmd::HeldRemovals {
+                after,
+                limit,
+                reply,
+            } => {
+                let _ = reply.send(self.held_removals(after.as_ref(), limit));
+            }
             ApiCmd::AcceptSubscribersFile { reply } => {
                 let r = self.accept_subscribers_file(b);
                 // Answered once the content in force is kept.

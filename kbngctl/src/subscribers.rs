@@ -63,9 +63,15 @@ pub enum SubscribersCommand {
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// The records in force that the subscribers file's held content would remove (see
+    /// `kbngctl status`), fetched a page at a time.
+    Held {
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
     /// Put in force the subscribers file's content that the control holds back because it
     /// removes more of the records in force than `subscribersMaxRemovalPercent` (see
-    /// `kbngctl status`).
+    /// `kbngctl status` and `kbngctl subscribers held`).
     AcceptFile,
 }
 
@@ -216,7 +222,11 @@ pub fn run(server: &ServerArgs, cmd: SubscribersCommand) -> anyhow::Result<ExitC
             println!("removed {}", who.describe());
         }
         SubscribersCommand::List { page_size, output } => {
-            block_on(list(&c, page_size, output))?;
+            block_on(list(&c, "/v1/subscribers", page_size, output))?;
+        }
+        SubscribersCommand::Held { output } => {
+            block_on(list(&c, "/v1/subscribers/file/held", 1000, output))
+                .context("the records the held subscribers file would remove")?;
         }
         SubscribersCommand::AcceptFile => {
             let v = block_on(c.call(Method::POST, "/v1/subscribers/file/accept", None))
@@ -249,19 +259,26 @@ fn row(v: &Value) -> String {
     )
 }
 
-async fn list(c: &Client, page: u16, output: Output) -> anyhow::Result<()> {
-    let mut listing = Listing::start(output, HEADER)?;
+/// Every record of the listing at `path` (the store, or the held file's removals), a page
+/// of `page` at a time.
+async fn list(c: &Client, path: &str, page: u16, output: Output) -> anyhow::Result<()> {
+    // Started on the first answer, so that a refusal prints no header (nor half a JSON array).
+    let mut listing = None;
     let mut after = String::new();
     loop {
         let v = c
             .get(&format!(
-                "/v1/subscribers?limit={page}&after={}",
+                "{path}?limit={page}&after={}",
                 query_value(&after)
             ))
             .await?;
         let records = v["subscribers"]
             .as_array()
-            .context("GET /v1/subscribers: no \"subscribers\" array")?;
+            .with_context(|| format!("GET {path}: no \"subscribers\" array"))?;
+        let listing = match &mut listing {
+            Some(l) => l,
+            None => listing.insert(Listing::start(output, HEADER)?),
+        };
         for r in records {
             listing.item(r, row)?;
         }
@@ -270,6 +287,8 @@ async fn list(c: &Client, page: u16, output: Output) -> anyhow::Result<()> {
             None => break,
         }
     }
-    listing.finish("subscriber")?;
+    if let Some(l) = listing {
+        l.finish("subscriber")?;
+    }
     Ok(())
 }

@@ -608,6 +608,16 @@ fn a_file_edit_removing_most_records_is_held_until_accepted() {
     assert!(why.contains("removes 35 of the 40 records"), "{why}");
     let line = ok(&c, &["status"]);
     assert!(line.contains("its latest content HELD"), "{line}");
+    // The records it would remove, listed: the 35 rows the truncation dropped.
+    let removes = json(&c, &["subscribers", "held", "-o", "json"]);
+    let macs: Vec<&str> = removes
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["mac"].as_str().unwrap())
+        .collect();
+    let want: Vec<String> = (5..40).map(|i| format!("02:00:00:00:01:{i:02x}")).collect();
+    assert_eq!(macs, want);
     ok(&c, &["subscribers", "show", "02:00:00:00:01:20"]);
 
     // A restart reads the file again and compares it with the content last in force, kept
@@ -632,6 +642,8 @@ fn a_file_edit_removing_most_records_is_held_until_accepted() {
     ok(&c, &["subscribers", "show", "02:00:00:00:02:01"]);
     let err = fails(&c, &["subscribers", "accept-file"]);
     assert!(err.contains("no subscribers file content is held"), "{err}");
+    let o = kbngctl(&c, &["subscribers", "held", "-o", "json"]);
+    assert!(!o.status.success() && o.stdout.is_empty(), "{o:?}");
     // The accepted content is the one kept: a restart takes the file as it is.
     restart(&mut c);
     let s = file_status(&c, |_| true);

@@ -74,18 +74,27 @@ pub struct ListQuery {
     limit: Option<usize>,
 }
 
+impl ListQuery {
+    fn after(&self) -> Result<Option<RecordKey>, super::ApiError> {
+        match self.after.as_deref() {
+            None | Some("") => Ok(None),
+            Some(c) => RecordKey::from_cursor(c).map(Some).ok_or_else(|| {
+                err(
+                    StatusCode::BAD_REQUEST,
+                    format!("after {c:?}: not a cursor this API gave"),
+                )
+            }),
+        }
+    }
+
+    fn limit(&self) -> usize {
+        self.limit.unwrap_or(100).clamp(1, PAGE_MAX)
+    }
+}
+
 /// A page: `{"subscribers": [...], "next": cursor}`, `next` absent after the last.
 pub(super) async fn list(State(s): State<ApiState>, Query(q): Query<ListQuery>) -> ApiResult {
-    let after = match q.after.as_deref() {
-        None | Some("") => None,
-        Some(c) => Some(RecordKey::from_cursor(c).ok_or_else(|| {
-            err(
-                StatusCode::BAD_REQUEST,
-                format!("after {c:?}: not a cursor this API gave"),
-            )
-        })?),
-    };
-    let limit = q.limit.unwrap_or(100).clamp(1, PAGE_MAX);
+    let (after, limit) = (q.after()?, q.limit());
     let (records, next) = ask(&s, |reply| ApiCmd::ListSubscribers {
         after,
         limit,
@@ -167,4 +176,28 @@ pub(super) async fn accept_file(State(s): State<ApiState>) -> ApiResult {
         Ok(a) => Ok(Json(a).into_response()),
         Err(why) => Err(err(StatusCode::CONFLICT, why)),
     }
+}
+
+/// A page of the records in force that the held subscribers file lacks: `{"removes": n,
+/// "subscribers": [...], "next": cursor}`; a page may be short while `next` is there (the
+/// control looks at a bounded number of records per page). 404 when nothing is held.
+pub(super) async fn held(State(s): State<ApiState>, Query(q): Query<ListQuery>) -> ApiResult {
+    let (after, limit) = (q.after()?, q.limit());
+    let Some(((records, next), removes)) = ask(&s, |reply| ApiCmd::HeldRemovals {
+        after,
+        limit,
+        reply,
+    })
+    .await?
+    else {
+        return Err(err(
+            StatusCode::NOT_FOUND,
+            "no subscribers file content is held",
+        ));
+    };
+    let mut body = json!({ "removes": removes, "subscribers": records });
+    if let Some(k) = next {
+        body["next"] = k.cursor().into();
+    }
+    Ok(Json(body).into_response())
 }

@@ -128,44 +128,68 @@ impl SubscriberStore {
         missing(&self.by_mac, &other.by_mac) + missing(&self.by_opt82, &other.by_opt82)
     }
 
-    /// Up to `limit` records after `after` (from the first without), and the cursor of the
-    /// next page when more follow.
-    pub fn page(&self, after: Option<&RecordKey>, limit: usize) -> Page {
-        let limit = limit.max(1);
-        let mut out: Vec<(RecordKey, &SubscriberRecord)> = Vec::with_capacity(limit + 1);
+    /// Every record after `after` (from the first without), in listing order.
+    fn records_after<'a>(
+        &'a self,
+        after: Option<&RecordKey>,
+    ) -> impl Iterator<Item = (RecordKey, &'a SubscriberRecord)> + 'a {
         let from_mac = match after {
             None => Some(Bound::Unbounded),
             Some(RecordKey::Mac(m)) => Some(Bound::Excluded(mac_number(m))),
             Some(RecordKey::Opt82(_)) => None,
         };
-        if let Some(from) = from_mac {
-            let macs = self.by_mac.range((from, Bound::Unbounded));
-            out.extend(
-                macs.take(limit + 1)
-                    .map(|(m, r)| (RecordKey::Mac(number_mac(*m)), r)),
-            );
-        }
-        if out.len() <= limit {
-            let from = match after {
-                Some(RecordKey::Opt82(k)) => Bound::Excluded(k.clone()),
-                _ => Bound::Unbounded,
-            };
-            let opt82 = self.by_opt82.range((from, Bound::Unbounded));
-            let room = limit + 1 - out.len();
-            out.extend(
-                opt82
-                    .take(room)
-                    .map(|(k, r)| (RecordKey::Opt82(k.clone()), r)),
-            );
-        }
-        let more = out.len() > limit;
-        out.truncate(limit);
-        let next = if more {
-            out.last().map(|(k, _)| k.clone())
-        } else {
-            None
+        let from_opt82 = match after {
+            Some(RecordKey::Opt82(k)) => Bound::Excluded(k.clone()),
+            _ => Bound::Unbounded,
+        };
+        let macs = from_mac
+            .map(|from| self.by_mac.range((from, Bound::Unbounded)))
+            .into_iter()
+            .flatten()
+            .map(|(m, r)| (RecordKey::Mac(number_mac(*m)), r));
+        let opt82 = self
+            .by_opt82
+            .range((from_opt82, Bound::Unbounded))
+            .map(|(k, r)| (RecordKey::Opt82(k.clone()), r));
+        macs.chain(opt82)
+    }
+
+    /// Up to `limit` records after `after` (from the first without), and the cursor of the
+    /// next page when more follow.
+    pub fn page(&self, after: Option<&RecordKey>, limit: usize) -> Page {
+        let mut records = self.records_after(after);
+        let out: Vec<_> = records.by_ref().take(limit.max(1)).collect();
+        let next = match records.next() {
+            Some(_) => out.last().map(|(k, _)| k.clone()),
+            None => None,
         };
         (out.into_iter().map(|(_, r)| r.clone()).collect(), next)
+    }
+
+    /// Up to `limit` of the records after `after` whose key `keep` keeps, looking at no more
+    /// than `scan` records (a filter that keeps few must not hold the caller for the whole
+    /// store), and the cursor of the next page while more may follow: a page may come back
+    /// short, or empty, with a cursor to go on from.
+    pub fn page_where(
+        &self,
+        after: Option<&RecordKey>,
+        limit: usize,
+        scan: usize,
+        keep: impl Fn(&RecordKey) -> bool,
+    ) -> Page {
+        let limit = limit.max(1);
+        let mut out = Vec::new();
+        let mut last: Option<RecordKey> = None;
+        for (looked, (k, r)) in self.records_after(after).enumerate() {
+            if out.len() == limit || looked == scan {
+                return (out, last);
+            }
+            if keep(&k) {
+                out.push(r.clone());
+            }
+            last = Some(k);
+        }
+        (out, None)
     }
 }
 
@@ -237,6 +261,37 @@ mod tests {
             .unwrap();
         assert_eq!(s.missing_from(&other), 3, "02:..:02, ff:..:ff and eth0/2");
         assert_eq!(other.missing_from(&s), 3, "04, eth0/9 and 00:..:01");
+    }
+
+    #[test]
+    fn filtered_pages_give_the_kept_records_once_however_short_the_scan() {
+        let s = store();
+        // Keep every other record in listing order: 01, 03, r0, eth0/2... as keys.
+        let keep = |k: &RecordKey| {
+            matches!(
+                k,
+                RecordKey::Mac([.., 1 | 3]) | RecordKey::Opt82((None, Some(_)))
+            )
+        };
+        for (limit, scan) in [(1, 1), (1, 3), (2, 2), (100, 100), (3, 1)] {
+            let (mut got, mut after, mut pages) = (Vec::new(), None, 0);
+            loop {
+                let (recs, next) = s.page_where(after.as_ref(), limit, scan, keep);
+                assert!(recs.len() <= limit);
+                got.extend(recs.iter().map(name));
+                pages += 1;
+                assert!(pages < 20, "no end at limit {limit} scan {scan}");
+                match next {
+                    Some(k) => after = Some(k),
+                    None => break,
+                }
+            }
+            assert_eq!(
+                got,
+                ["02:00:00:00:00:01", "02:00:00:00:00:03", "r0"],
+                "limit {limit} scan {scan}"
+            );
+        }
     }
 
     #[test]

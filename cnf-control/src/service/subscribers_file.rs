@@ -3,10 +3,15 @@
 //! (`crate::subscribers_guard`), and a held one accepted.
 
 use super::{AcceptedFile, Batch, Running};
+use crate::core::subscriber_page::{Page, RecordKey};
 use crate::store::StoreOp;
 use crate::store::subscribers::Overlay;
 use crate::subscribers_file::{FileEvent, Loaded};
 use crate::subscribers_guard::{Held, mass_removal};
+
+/// Records in force looked at per page of the held content's removals: a page holds the
+/// engine task for about a millisecond, whatever share of the store the content removes.
+const HELD_SCAN: usize = 10_000;
 
 impl Running {
     pub(super) fn subscribers_file(&mut self, e: FileEvent, b: &mut Batch) {
@@ -51,6 +56,23 @@ impl Running {
             self.put_file_in_force(loaded, removed, b);
         }
         self.subscribers_file_gauge();
+    }
+
+    /// A page of the records in force that the held content lacks, and how many there are
+    /// (`None`: nothing is held).
+    pub(super) fn held_removals(
+        &self,
+        after: Option<&RecordKey>,
+        limit: usize,
+    ) -> Option<(Page, usize)> {
+        let held = self.subscribers_file.held.as_ref()?;
+        let page = self
+            .engine
+            .subscribers
+            .page_where(after, limit, HELD_SCAN, |k| {
+                held.loaded.store.get(k).is_none()
+            });
+        Some((page, held.removed))
     }
 
     /// The held content in force, the API's changes since laid over it again.
