@@ -76,6 +76,10 @@ pub enum DpEvent {
     Missing {
         ids: Vec<SessionId>,
     },
+    /// The dataplane is stopping and serves its counters a last time.
+    Stopping {
+        dataplane: u32,
+    },
 }
 
 /// What the dataplane answered about single sessions of a programming run, for the engine.
@@ -741,9 +745,13 @@ async fn forward_punts(
     loop {
         match punts.message().await {
             Ok(Some(frame)) => {
-                let ev = DpEvent::Punted {
-                    dataplane: index,
-                    frame,
+                let ev = if frame.stopping {
+                    DpEvent::Stopping { dataplane: index }
+                } else {
+                    DpEvent::Punted {
+                        dataplane: index,
+                        frame,
+                    }
                 };
                 if events.send(ev).await.is_err() {
                     return Ok(());

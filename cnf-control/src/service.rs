@@ -532,6 +532,14 @@ impl Running {
                     self.outputs(out, b);
                 }
             }
+            DpEvent::Stopping { dataplane } => {
+                tracing::info!(dataplane, "dataplane stopping");
+                // Its counters go with it: accounting reads them while it still serves them.
+                if let Some(r) = &self.radius {
+                    let _ =
+                        r.tx.send(crate::radius::RadiusCmd::ReadCounters { dataplane });
+                }
+            }
         }
     }
 

@@ -132,6 +132,11 @@ pub struct Args {
     /// Stop after this many seconds and print worker statistics as JSON (benchmarks).
     #[arg(long)]
     pub run_seconds: Option<u64>,
+    /// On SIGTERM, the longest wait for the control's last counter reads before stopping, in
+    /// milliseconds (`kbng_dataplane::stopping`); 0 stops at once. Keep it below the pod's
+    /// termination grace period.
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(0..=20_000))]
+    pub stop_grace_ms: u64,
     /// Serve Prometheus metrics on GET /metrics at this address (host:port; on the control
     /// core). OTLP export is configured by the OTEL_* environment variables.
     #[arg(long, env = "KBNG_METRICS_LISTEN")]

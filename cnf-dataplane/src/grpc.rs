@@ -3,6 +3,7 @@
 //! Every error leaves through `ApiError` (the contract's one mapping to `tonic::Status`).
 
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 
 use kbng_api::ApiError;
@@ -81,6 +82,8 @@ pub struct DataplaneService {
     /// Wakes worker 0, which transmits injected frames, from an idle back-off.
     inject_bell: Doorbell,
     paths: Arc<ControlPathCounters>,
+    /// GetCounters calls served (a stop waits for the control's last ones, `crate::stopping`).
+    counter_reads: Arc<AtomicU64>,
 }
 
 impl DataplaneService {
@@ -103,7 +106,24 @@ impl DataplaneService {
             inject: Arc::new(StdMutex::new(inject)),
             inject_bell,
             paths: Arc::default(),
+            counter_reads: Arc::default(),
         }
+    }
+
+    /// GetCounters calls served so far.
+    pub fn counter_reads(&self) -> u64 {
+        self.counter_reads.load(Ordering::Relaxed)
+    }
+
+    /// Tells the control on the Punt stream that this dataplane is stopping; false when no
+    /// control listens (or its stream is full: it would not read the notice in time).
+    pub fn announce_stopping(&self) -> bool {
+        let tx = self.subscriber.lock().ok().and_then(|s| s.clone());
+        let notice = pb::PuntedFrame {
+            stopping: true,
+            ..Default::default()
+        };
+        tx.is_some_and(|tx| tx.try_send(Ok(notice)).is_ok())
     }
 
     /// The control path's counters (shared: telemetry reads them).
@@ -231,6 +251,7 @@ impl DataplaneService {
                     frame: rec.bytes().to_vec(),
                     session_id,
                     worker: u32::from(rec.worker),
+                    stopping: false,
                 };
                 match &tx {
                     None => ControlPathCounters::inc(&self.paths.punt_no_stream),
@@ -464,6 +485,7 @@ impl Dataplane for DataplaneService {
         r: Request<pb::GetCountersRequest>,
     ) -> Result<Response<pb::GetCountersResponse>, Status> {
         let req = r.into_inner();
+        self.counter_reads.fetch_add(1, Ordering::Relaxed);
         let c = self.control.lock().await;
         let mut sessions = Vec::with_capacity(req.session_ids.len());
         for id in &req.session_ids {

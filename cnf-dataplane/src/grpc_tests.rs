@@ -75,3 +75,28 @@ async fn a_full_inject_ring_holds_a_streamed_frame_back_then_drops_it() {
     assert!(drops.contains(&(DROPPED, 2)), "{drops:?}");
     assert!(drops.iter().all(|(r, _)| *r != DELAYED), "{drops:?}");
 }
+
+#[tokio::test]
+async fn a_stop_is_told_on_the_punt_stream_and_counter_reads_are_counted() {
+    let (tx, _rx) = rtrb::RingBuffer::<InjectRecord>::new(1);
+    let svc = service(tx);
+    assert!(!svc.announce_stopping(), "no control listens");
+    let (stream_tx, mut stream_rx) = mpsc::channel(4);
+    *svc.subscriber.lock().expect("lock") = Some(stream_tx);
+    assert!(svc.announce_stopping());
+    let notice = stream_rx
+        .recv()
+        .await
+        .expect("a notice")
+        .expect("not an error");
+    assert!(notice.stopping && notice.frame.is_empty(), "{notice:?}");
+
+    assert_eq!(svc.counter_reads(), 0);
+    let ask = pb::GetCountersRequest {
+        session_ids: Vec::new(),
+        include_nodes: false,
+        include_workers: false,
+    };
+    let _ = svc.get_counters(Request::new(ask)).await;
+    assert_eq!(svc.counter_reads(), 1);
+}

@@ -51,5 +51,6 @@ pub mod packet;
 pub mod pipeline;
 pub mod port_counters;
 pub mod punt;
+pub mod stopping;
 pub mod tables;
 pub mod task_bell;

@@ -455,6 +455,7 @@ fn run(cfg: Config) -> anyhow::Result<()> {
         let listen = (cfg.args.grpc_listen.clone(), cfg.grpc_tls.clone());
         let core = cfg.control_core;
         let run_seconds = cfg.args.run_seconds;
+        let stop_grace = Duration::from_millis(cfg.args.stop_grace_ms);
         std::thread::Builder::new()
             .name("kbng-control".into())
             .spawn(move || {
@@ -474,7 +475,7 @@ fn run(cfg: Config) -> anyhow::Result<()> {
                     resolver,
                     listen,
                     Arc::clone(&stop),
-                    run_seconds,
+                    (run_seconds, stop_grace),
                 ));
                 stop.store(true, Ordering::Relaxed);
                 r
@@ -633,7 +634,7 @@ async fn control_main(
         )>,
     ),
     stop: Arc<AtomicBool>,
-    run_seconds: Option<u64>,
+    (run_seconds, stop_grace): (Option<u64>, Duration),
 ) -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let svc = DataplaneService::new(Arc::clone(&control), identity, Some(inject));
@@ -645,6 +646,7 @@ async fn control_main(
     }
     let stopper = {
         let stop = Arc::clone(&stop);
+        let svc = svc.clone();
         async move {
             let mut term = match signal(SignalKind::terminate()) {
                 Ok(s) => s,
@@ -659,10 +661,21 @@ async fn control_main(
                     None => std::future::pending().await,
                 }
             };
-            tokio::select! {
-                _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
-                _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: shutting down"),
-                _ = deadline => {},
+            let signalled = tokio::select! {
+                _ = term.recv() => { tracing::info!("SIGTERM: shutting down"); true }
+                _ = tokio::signal::ctrl_c() => { tracing::info!("SIGINT: shutting down"); true }
+                _ = deadline => false,
+            };
+            if signalled && !stop_grace.is_zero() && svc.announce_stopping() {
+                use kbng_dataplane::stopping::{Ended, wait_for_last_reads};
+                tracing::info!(
+                    grace_ms = stop_grace.as_millis() as u64,
+                    "told the control; serving its last counter reads"
+                );
+                match wait_for_last_reads(|| svc.counter_reads(), stop_grace).await {
+                    Ended::Read => tracing::info!("the control read the counters; stopping"),
+                    Ended::Grace => tracing::warn!("no counter reads within the grace; stopping"),
+                }
             }
             stop.store(true, Ordering::Relaxed);
         }

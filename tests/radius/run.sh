@@ -545,11 +545,20 @@ if [[ -n $rad_pid ]] && start_control "$tmp/control.yaml"; then
         wait_for 10 detail_has "$asid9" Interim-Update "int(r.get('Acct-Output-Octets', 0)) >= 3000000" ||
             bad "c9's interim carries its 3 MB before the restart" "$(detail | tail -c 600)"
         interims9() { detail | py "[int(r.get('Acct-Output-Octets', 0)) for r in d if r.get('Acct-Session-Id') == '$asid9' and r.get('Acct-Status-Type') == 'Interim-Update']"; }
+        # 3 MB more just before the stop, likely after c9's last interim read: the dataplane,
+        # told to stop, lets the control read its counters first, so they are not lost.
+        inns c9 curl -s -m 20 -o /dev/null http://192.0.2.1:8080/big
         n9=$(interims9 | py 'len(d)')
         refused0=$(counter "refused by dataplane")
+        read_before0=$(counter "RADIUS sessions read before their dataplane stopped")
         dataplane_stop
+        read_before() { (($(counter "RADIUS sessions read before their dataplane stopped") - read_before0 >= 2)); }
         DP_SESSIONS=$((bound - 1)) dataplane_start "$dp_bin" "$sock" "$tmp/dataplane-small.log"
         control_wait_connected "$api"
+        six_mb() { interims9 | py "any(o >= 6000000 for o in d[$n9:])" | grep -q True; }
+        if wait_for 5 read_before && grep -q "the control read the counters; stopping" "$tmp/dataplane.log" && wait_for 12 six_mb; then
+            ok "a stopping dataplane's counters are read first: c9's interims after the restart carry both downloads (6 MB)"; else
+            bad "a stopping dataplane's counters are read first" "read=$(($(counter "RADIUS sessions read before their dataplane stopped") - read_before0)) $(grep -i 'stopping\|counter reads' "$tmp/dataplane.log" | tail -3) interims: $(interims9)"; fi
         check "the session a dataplane with room for one fewer refuses ends, and FreeRADIUS gets its Stop with NAS-Error" \
             wait_for 10 detail_has "$asid10" Stop "r.get('Acct-Terminate-Cause') == 'NAS-Error'"
         c10_gone() { [[ $(session_of "$ip10" id) == None ]]; }

@@ -386,6 +386,10 @@ pub struct PuntedFrame {
     pub session_id: u64,
     #[prost(uint32, tag = "5")]
     pub worker: u32,
+    /// No frame: the dataplane was asked to stop (SIGTERM). It goes on serving its gRPC for
+    /// its stop grace, so that the control reads its counters one last time before they go.
+    #[prost(bool, tag = "6")]
+    pub stopping: bool,
 }
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]

@@ -127,6 +127,10 @@ pub enum RadiusCmd {
     },
     /// A CoA changed a session's Idle-Timeout (0: none, counted from now) or Class.
     CoaAccounting(das::AcctChange),
+    /// The dataplane is stopping: read its sessions' counters while it still serves them.
+    ReadCounters {
+        dataplane: u32,
+    },
 }
 
 /// From the RADIUS side to the engine task.

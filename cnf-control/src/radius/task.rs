@@ -50,7 +50,18 @@ fn next_interim(secs: u32, now: Instant) -> Option<Instant> {
 struct Fetched {
     ids: Vec<SessionId>,
     counts: HashMap<SessionId, Reading>,
-    idle: bool,
+    why: Fetch,
+}
+
+/// Why counters were read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fetch {
+    /// Interim-Updates are due.
+    Interim,
+    /// Idle-Timeout checks are due.
+    Idle,
+    /// The dataplane is stopping: its counters go with it (`kbng_dataplane::stopping`).
+    BeforeStop,
 }
 
 /// A session whose Stop waits for its final counters.
@@ -154,7 +165,11 @@ impl Task {
             tokio::select! {
                 c = cmds.recv() => {
                     let Some(c) = c else { return };
-                    done.extend(self.command(c));
+                    if let RadiusCmd::ReadCounters { dataplane } = c {
+                        self.read_before_stop(dataplane, &fetched_tx);
+                    } else {
+                        done.extend(self.command(c));
+                    }
                 }
                 d = datagrams.recv() => {
                     let Some((from, bytes)) = d else { return };
@@ -299,6 +314,8 @@ impl Task {
                 }
                 done
             }
+            // The run loop reads them, as it holds the channel the readings come back on.
+            RadiusCmd::ReadCounters { .. } => vec![],
             RadiusCmd::CoaAccounting(c) => {
                 let Some(s) = self.sessions.get_mut(&c.id) else {
                     self.tally
@@ -400,7 +417,28 @@ impl Task {
                 .extend(next_interim(s.interim_secs, now).map(|t| (t, id)));
             by_dp.entry(s.subject.line.dataplane).or_default().push(id);
         }
-        self.fetch(by_dp, false, fetched_tx);
+        self.fetch(by_dp, Fetch::Interim, fetched_tx);
+    }
+
+    /// Start reading the counters of every session on `dataplane`, which is stopping.
+    fn read_before_stop(&mut self, dataplane: u32, fetched_tx: &mpsc::Sender<Fetched>) {
+        let ids: Vec<SessionId> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.subject.line.dataplane == dataplane)
+            .map(|(id, _)| *id)
+            .collect();
+        tracing::info!(
+            dataplane,
+            sessions = ids.len(),
+            "dataplane stopping: reading its counters"
+        );
+        self.tally.add("RADIUS dataplane stopping: counters read");
+        self.fetch(
+            HashMap::from([(dataplane, ids)]),
+            Fetch::BeforeStop,
+            fetched_tx,
+        );
     }
 
     /// Start reading counters for the sessions whose idle check is due.
@@ -411,13 +449,13 @@ impl Task {
                 by_dp.entry(s.subject.line.dataplane).or_default().push(id);
             }
         }
-        self.fetch(by_dp, true, fetched_tx);
+        self.fetch(by_dp, Fetch::Idle, fetched_tx);
     }
 
     fn fetch(
         &self,
         by_dp: HashMap<u32, Vec<SessionId>>,
-        idle: bool,
+        why: Fetch,
         fetched_tx: &mpsc::Sender<Fetched>,
     ) {
         for (dp, ids) in by_dp {
@@ -428,9 +466,27 @@ impl Task {
                     Some(a) => accounting::fetch_counters(&a, &ids).await,
                     None => HashMap::new(),
                 };
-                let _ = tx.send(Fetched { ids, counts, idle }).await;
+                let _ = tx.send(Fetched { ids, counts, why }).await;
             });
         }
+    }
+
+    /// Readings taken before a dataplane stopped: kept as the sessions' latest (the next
+    /// reading, from its next boot, adds them to what was carried), nothing sent.
+    fn read_kept(&mut self, f: Fetched) {
+        let mut read = 0;
+        for id in f.ids {
+            let (Some(s), Some(r)) = (self.sessions.get_mut(&id), f.counts.get(&id)) else {
+                continue;
+            };
+            s.read(*r);
+            read += 1;
+            if let Some(w) = &self.kept {
+                w.send(acct_store::Op::Put(id, Kept::of(s)));
+            }
+        }
+        self.tally
+            .add_n("RADIUS sessions read before their dataplane stopped", read);
     }
 
     /// Idle checks read: a session idle for its Idle-Timeout goes to the engine to end.
@@ -465,9 +521,16 @@ impl Task {
     }
 
     fn fetched(&mut self, f: Fetched) -> Vec<Done<Req>> {
-        if f.idle {
-            self.idle_read(f);
-            return vec![];
+        match f.why {
+            Fetch::Idle => {
+                self.idle_read(f);
+                return vec![];
+            }
+            Fetch::BeforeStop => {
+                self.read_kept(f);
+                return vec![];
+            }
+            Fetch::Interim => {}
         }
         let now_ns = crate::service::now_ns();
         let now = Instant::now();
