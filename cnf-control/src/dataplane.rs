@@ -48,6 +48,9 @@ pub enum DpCmd {
         desired: Vec<DpSession>,
         reply: oneshot::Sender<Result<Diff, String>>,
     },
+    /// Tell a stopping dataplane that the control reads none of its counters (no accounting):
+    /// a read of nothing, after which it stops (`kbng_dataplane::stopping`).
+    NothingToRead,
 }
 
 /// What the dataplane task tells the engine task.
@@ -692,6 +695,9 @@ async fn session(
                                 Err(e) => Err(e.to_string()),
                             };
                             let _ = reply.send(d);
+                        }
+                        DpCmd::NothingToRead => {
+                            let _ = c.get_counters(crate::radius::accounting::nothing()).await;
                         }
                     }
                     if ops.len() < BATCH_MAX {

@@ -534,10 +534,14 @@ impl Running {
             }
             DpEvent::Stopping { dataplane } => {
                 tracing::info!(dataplane, "dataplane stopping");
-                // Its counters go with it: accounting reads them while it still serves them.
-                if let Some(r) = &self.radius {
-                    let _ =
-                        r.tx.send(crate::radius::RadiusCmd::ReadCounters { dataplane });
+                // Its counters go with it: accounting reads them while it still serves them,
+                // and without accounting the dataplane is told at once that nothing will be.
+                match &self.radius {
+                    Some(r) => {
+                        let _ =
+                            r.tx.send(crate::radius::RadiusCmd::ReadCounters { dataplane });
+                    }
+                    None => b.sends.push((dataplane, DpCmd::NothingToRead)),
                 }
             }
         }

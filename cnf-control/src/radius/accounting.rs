@@ -265,6 +265,30 @@ pub async fn fetch_counters(
     }
 }
 
+/// As [`fetch_counters`], for a dataplane that is stopping, and then one call more asking
+/// for nothing: the dataplane stops once the control's reads have gone quiet, and this one
+/// comes even when there is nothing to read.
+pub async fn read_before_stop(
+    target: &crate::dataplane::Target,
+    ids: &[SessionId],
+) -> HashMap<SessionId, Reading> {
+    let Ok(mut c) = crate::dataplane::connect(target).await else {
+        return HashMap::new();
+    };
+    let out = read_counters(&mut c, ids).await;
+    let _ = c.get_counters(nothing()).await;
+    out
+}
+
+/// A counters request that names no session.
+pub fn nothing() -> pb::GetCountersRequest {
+    pb::GetCountersRequest {
+        session_ids: Vec::new(),
+        include_nodes: false,
+        include_workers: false,
+    }
+}
+
 /// Read the counters of `ids` over an open connection; missing ids are left out.
 pub async fn read_counters(
     c: &mut DataplaneClient<Channel>,

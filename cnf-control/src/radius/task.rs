@@ -462,9 +462,10 @@ impl Task {
             let addr = self.dataplanes.get(dp as usize).cloned();
             let tx = fetched_tx.clone();
             tokio::spawn(async move {
-                let counts = match addr {
-                    Some(a) => accounting::fetch_counters(&a, &ids).await,
-                    None => HashMap::new(),
+                let counts = match (addr, why) {
+                    (Some(a), Fetch::BeforeStop) => accounting::read_before_stop(&a, &ids).await,
+                    (Some(a), _) => accounting::fetch_counters(&a, &ids).await,
+                    (None, _) => HashMap::new(),
                 };
                 let _ = tx.send(Fetched { ids, counts, why }).await;
             });
