@@ -330,32 +330,21 @@ fn callgrind_ir(function: &str, clients: u32) -> Result<f64, serde_json::Value> 
     }
 }
 
-/// Instructions per DORA under callgrind, counting only `run_doras`.
-fn callgrind(clients: u32) -> serde_json::Value {
-    match callgrind_ir("run_doras", clients) {
-        Ok(ir) => json!({
-            "instructions_per_dora": ir / f64::from(clients),
-            "instructions": ir,
-            "doras": clients,
-            "counted": "callgrind Ir inside run_doras: Engine::handle_dhcp for every DISCOVER \
-                        and every REQUEST (parse, admission, pool, session state machine, \
-                        reply frames), no I/O, no store",
-        }),
-        Err(e) => e,
-    }
-}
-
-/// Instructions per session walked under callgrind, counting only `run_walk`.
-fn callgrind_walk(clients: u32) -> serde_json::Value {
-    match callgrind_ir("run_walk", clients) {
-        Ok(ir) => json!({
-            "instructions_per_session": ir / f64::from(clients),
-            "instructions": ir,
-            "sessions": clients,
-            "counted": "callgrind Ir inside run_walk: Engine::tick until the walk is done, \
-                        each session's subscriber looked up, its new grant stepped and its \
-                        Modify and Persist made; no I/O, no store",
-        }),
+/// Instructions per `per` (a DORA, a session) under callgrind, counting only `function`;
+/// `counted` says what that covers.
+fn callgrind(function: &str, per: &str, clients: u32, counted: &str) -> serde_json::Value {
+    match callgrind_ir(function, clients) {
+        Ok(ir) => {
+            let mut v = serde_json::Map::new();
+            v.insert(
+                format!("instructions_per_{per}"),
+                json!(ir / f64::from(clients)),
+            );
+            v.insert("instructions".into(), json!(ir));
+            v.insert(format!("{per}s"), json!(clients));
+            v.insert("counted".into(), json!(counted));
+            v.into()
+        }
         Err(e) => e,
     }
 }
@@ -390,7 +379,25 @@ fn main() -> anyhow::Result<()> {
             .is_ok_and(|s| s.success());
     let skipped = json!({"skipped": "valgrind not installed or KBNG_BENCH_CALLGRIND=0"});
     let (cg, cg_walk) = if use_callgrind {
-        (callgrind((n / 5).max(1)), callgrind_walk((n / 5).max(1)))
+        let k = (n / 5).max(1);
+        (
+            callgrind(
+                "run_doras",
+                "dora",
+                k,
+                "callgrind Ir inside run_doras: Engine::handle_dhcp for every DISCOVER and \
+                 every REQUEST (parse, admission, pool, session state machine, reply frames), \
+                 no I/O, no store",
+            ),
+            callgrind(
+                "run_walk",
+                "session",
+                k,
+                "callgrind Ir inside run_walk: Engine::tick until the walk is done, each \
+                 session's subscriber looked up, its new grant stepped and its Modify and \
+                 Persist made; no I/O, no store",
+            ),
+        )
     } else {
         (skipped.clone(), skipped)
     };
