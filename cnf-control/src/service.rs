@@ -278,7 +278,7 @@ pub struct EngineTask {
     /// With a subscribers file: the API's changes kept in the store, to lay over the file
     /// whenever it changes (`None` without a file).
     pub subscriber_overlay: Option<Overlay>,
-    /// The subscribers file's content held at start, if it was.
+    /// The subscribers file's content held, or rejected, at start.
     pub subscribers_file: crate::subscribers_guard::FileState,
 }
 
@@ -317,7 +317,8 @@ impl EngineTask {
             subscribers_file,
         } = self;
         if cfg.subscribers_file.is_some() {
-            // Started on it: in force, or held (`crate::subscribers_file::at_start`).
+            // Started on it: in force, held, or rejected and started on the content kept
+            // (`crate::subscribers_guard`).
             crate::health_metrics::subscribers_file_rejected(subscribers_file.problem().is_some());
         }
         let committer = match Committer::start(Arc::new(store), dps.clone(), watch) {

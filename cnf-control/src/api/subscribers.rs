@@ -1,6 +1,7 @@
 //! The subscriber store's routes: bulk import, a record by its MAC or its option 82
-//! identity, removal, the store listed in pages (`crate::core::subscriber_page`), and the
-//! acceptance of a subscribers file held for what it removes.
+//! identity, removal, the store listed in pages (`crate::core::subscriber_page`), and a
+//! subscribers file held for what it removes (`crate::subscribers_guard`): its removals
+//! listed, its acceptance.
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
@@ -169,7 +170,7 @@ pub(super) async fn remove_opt82(
     remove(s, opt82(&q)?).await
 }
 
-/// The held content of the subscribers file in force (`crate::subscribers_file`): 409 when
+/// The held content of the subscribers file in force (`crate::subscribers_guard`): 409 when
 /// none is held, or when the file's present content is rejected (it is not the held one).
 pub(super) async fn accept_file(State(s): State<ApiState>) -> ApiResult {
     match ask(&s, |reply| ApiCmd::AcceptSubscribersFile { reply }).await? {
