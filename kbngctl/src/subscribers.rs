@@ -1,7 +1,8 @@
 //! `kbngctl subscribers`: bulk import (CSV or JSON, checked whole by the server: a file with a
 //! bad row adds nothing and every bad row is named), single add, show and removal by MAC or by
 //! option 82 identity, a listing of the whole store page by page (as JSON, a file that
-//! `import` takes back), and the acceptance of a subscribers file held for what it removes.
+//! `import` takes back), and a subscribers file held for what it removes: its removals
+//! listed, its acceptance.
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -1,6 +1,6 @@
 //! Persistence of bound sessions in an embedded transactional store, of the changes made to
 //! the local subscribers through the API ([`subscribers`]), and of the subscribers file's
-//! content in force (a restart compares the file with it, `crate::subscribers_file`).
+//! content in force (a restart compares the file with it, `crate::subscribers_guard`).
 //!
 //! redb rather than SQLite through rusqlite: the data is one key-value map (session id → the
 //! session's row, see [`row`]) plus a counter, which needs no SQL; redb is pure Rust (no C toolchain or
