@@ -31,10 +31,10 @@ fn subscribers_line(s: &Value) -> String {
         Some(f) => {
             line.push_str(&format!(", file {}", text(&f["path"])));
             if let Some(why) = f.get("rejected").and_then(Value::as_str) {
-                let what = if f.contains_key("held") {
-                    "HELD"
+                let (what, why) = if f.contains_key("held") {
+                    ("HELD", why.strip_prefix("held: ").unwrap_or(why))
                 } else {
-                    "REJECTED"
+                    ("REJECTED", why)
                 };
                 line.push_str(&format!(
                     " (its latest content {what}, the records before it in force: {why})"
@@ -192,7 +192,7 @@ mod tests {
                 "file": {"path": "s.csv", "rejected": "held: removes 40", "held":
                     {"records": 10, "removes": 40}}})),
             "subscribers: 50 records, file s.csv (its latest content HELD, the records before it \
-             in force: held: removes 40)"
+             in force: removes 40)"
         );
     }
 }
