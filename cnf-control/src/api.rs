@@ -254,11 +254,7 @@ async fn counters(State(s): State<ApiState>, Path(id): Path<u64>) -> ApiResult {
         .await
         .map_err(|e| err(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
     let r = c
-        .get_counters(kbng_api::v1::GetCountersRequest {
-            session_ids: vec![id],
-            include_nodes: false,
-            include_workers: false,
-        })
+        .get_counters(crate::dataplane::sessions_request(vec![id]))
         .await
         .map_err(|e| err(StatusCode::BAD_GATEWAY, e.message().to_string()))?
         .into_inner();

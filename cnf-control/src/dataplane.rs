@@ -53,6 +53,15 @@ pub enum DpCmd {
     NothingToRead,
 }
 
+/// A counters request for the sessions `ids` alone (no node or worker counters).
+pub fn sessions_request(ids: Vec<SessionId>) -> pb::GetCountersRequest {
+    pb::GetCountersRequest {
+        session_ids: ids,
+        include_nodes: false,
+        include_workers: false,
+    }
+}
+
 /// What the dataplane task tells the engine task.
 #[derive(Debug)]
 pub enum DpEvent {
@@ -697,7 +706,7 @@ async fn session(
                             let _ = reply.send(d);
                         }
                         DpCmd::NothingToRead => {
-                            let _ = c.get_counters(crate::radius::accounting::nothing()).await;
+                            let _ = c.get_counters(sessions_request(Vec::new())).await;
                         }
                     }
                     if ops.len() < BATCH_MAX {

@@ -97,14 +97,8 @@ pub fn at_start(
     if *kept == *file {
         return AtStart::default();
     }
-    let mut before = match import(path, kept, cfg) {
-        Ok(l) => l,
-        Err(e) => {
-            tracing::warn!(
-                "subscribers: the content last in force does not import now ({e}); the file's is taken"
-            );
-            return take;
-        }
+    let Some(mut before) = kept_in_force(Some(kept), path, cfg) else {
+        return take;
     };
     for s in [&mut before.store, &mut *in_force] {
         let _ = crate::store::subscribers::apply(changes.iter().cloned(), s);

@@ -21,6 +21,7 @@ use super::auth::{Subject, nas_attributes};
 use super::config::RadiusConfig;
 use crate::core::SessionId;
 use crate::core::session::{EndReason, NS_PER_SEC};
+use crate::dataplane::sessions_request;
 
 /// Acct-Session-Id of session `id`: its id in hex, stable for the session's life and unique
 /// per control (ids are never reused).
@@ -276,17 +277,8 @@ pub async fn read_before_stop(
         return HashMap::new();
     };
     let out = read_counters(&mut c, ids).await;
-    let _ = c.get_counters(nothing()).await;
+    let _ = c.get_counters(sessions_request(Vec::new())).await;
     out
-}
-
-/// A counters request that names no session.
-pub fn nothing() -> pb::GetCountersRequest {
-    pb::GetCountersRequest {
-        session_ids: Vec::new(),
-        include_nodes: false,
-        include_workers: false,
-    }
 }
 
 /// Read the counters of `ids` over an open connection; missing ids are left out.
@@ -308,17 +300,12 @@ pub async fn read_counters(
         }
     };
     for chunk in ids.chunks(1000) {
-        let ask = |ids: Vec<SessionId>| pb::GetCountersRequest {
-            session_ids: ids,
-            include_nodes: false,
-            include_workers: false,
-        };
-        match c.get_counters(ask(chunk.to_vec())).await {
+        match c.get_counters(sessions_request(chunk.to_vec())).await {
             Ok(r) => take(r.get_ref()),
             // One unknown id fails the whole request: ask one by one.
             Err(e) if e.code() == tonic::Code::NotFound => {
                 for id in chunk {
-                    if let Ok(r) = c.get_counters(ask(vec![*id])).await {
+                    if let Ok(r) = c.get_counters(sessions_request(vec![*id])).await {
                         take(r.get_ref());
                     }
                 }
