@@ -212,6 +212,9 @@ pub struct Engine {
     relay_acks: FastMap<SubscriberKey, relay_glue::RelayAck>,
     /// A walk applying a changed subscriber store to the sessions (`engine_reauth.rs`).
     sweep: Option<reauth::Sweep>,
+    /// The last DISCOVER for a releasing session, answered once its removal is confirmed
+    /// (`engine_releasing.rs`); at most one per releasing session.
+    after_removal: FastMap<SessionId, releasing::HeldDiscover>,
 }
 
 /// What the server answers a client.
@@ -292,6 +295,7 @@ impl Engine {
             relay: None,
             relay_acks: FastMap::default(),
             sweep: None,
+            after_removal: FastMap::default(),
         })
     }
 
@@ -568,19 +572,7 @@ impl Engine {
         match inb.msg.message_type {
             DhcpMessageType::Discover => {
                 self.count("DISCOVER");
-                match existing {
-                    Some(id) => self.discover_existing(id, inb, now_ns, &mut out),
-                    None => {
-                        // Checked before pacing, so one line's flood spends no tokens.
-                        if let Some(why) = self.no_room(line, 0) {
-                            self.count(why);
-                            return out;
-                        }
-                        if let Some((line, inb)) = self.pacer.offer(key, (line, inb), now_ns) {
-                            self.create(line, inb, None, now_ns, &mut out);
-                        }
-                    }
-                }
+                self.discover(existing, key, line, inb, now_ns, &mut out);
             }
             DhcpMessageType::Request => {
                 self.count("REQUEST");
@@ -624,8 +616,9 @@ impl Engine {
     /// device: with option 82 or line identity, a CPE swapped on the line. Its session held
     /// the old MAC, which the dataplane checks upstream, so it ends (Port-Preempted) and the
     /// new device starts its own: at once if the old one was not yet bound, else once the
-    /// dataplanes confirm the removal (a DISCOVER meanwhile goes unanswered, a REQUEST is
-    /// NAKed). The line's address is offered to the new one again (sticky by identity).
+    /// dataplanes confirm the removal (a DISCOVER meanwhile is held and answered then, a
+    /// REQUEST is NAKed). The line's address is offered to the new one again (sticky by
+    /// identity).
     fn unless_replaced(
         &mut self,
         existing: Option<SessionId>,
@@ -662,9 +655,34 @@ impl Engine {
         self.sessions.get(&id).and_then(|s| s.state.ip())
     }
 
+    /// A DISCOVER for session `existing` (found by `key`), or for a new one.
+    fn discover(
+        &mut self,
+        existing: Option<SessionId>,
+        key: SubscriberKey,
+        line: Line,
+        inb: Inbound,
+        now_ns: u64,
+        out: &mut Vec<Output>,
+    ) {
+        if let Some(id) = existing {
+            self.discover_existing(id, line, inb, now_ns, out);
+            return;
+        }
+        // Checked before pacing, so one line's flood spends no tokens.
+        if let Some(why) = self.no_room(line, 0) {
+            self.count(why);
+            return;
+        }
+        if let Some((line, inb)) = self.pacer.offer(key, (line, inb), now_ns) {
+            self.create(line, inb, None, now_ns, out);
+        }
+    }
+
     fn discover_existing(
         &mut self,
         id: SessionId,
+        line: Line,
         inb: Inbound,
         now_ns: u64,
         out: &mut Vec<Output>,
@@ -673,9 +691,7 @@ impl Engine {
             return;
         };
         if matches!(s.state, State::Releasing { .. }) {
-            // The dataplane has not confirmed the removal yet; the client's retransmission
-            // after that starts a new session. Counted, since it gets no answer now.
-            self.count("DISCOVER while releasing");
+            self.hold_discover(id, line, inb, now_ns);
             return;
         }
         if now_ns < s.last_offer_ns.saturating_add(self.cfg.reoffer_interval_ns)
@@ -1027,6 +1043,7 @@ impl Engine {
     }
 
     fn drop_session(&mut self, id: SessionId) {
+        self.after_removal.remove(&id);
         if let Some(s) = self.sessions.remove(&id) {
             self.census.remove(&s.state);
             self.index_ip(id, s.state.ip(), None);
@@ -1248,7 +1265,11 @@ impl Engine {
     /// The dataplane confirmed a removal.
     pub fn removed(&mut self, id: SessionId, now_ns: u64) -> Vec<Output> {
         let mut out = Vec::new();
+        let held = self.after_removal.remove(&id);
         self.event(id, Event::Removed, now_ns, &mut out);
+        if let Some(held) = held {
+            self.replay_discover(held, now_ns, &mut out);
+        }
         out
     }
 
@@ -1461,6 +1482,9 @@ mod address;
 
 #[path = "engine_reauth.rs"]
 mod reauth;
+
+#[path = "engine_releasing.rs"]
+mod releasing;
 use address::{AddressRefusal, Asker};
 
 #[cfg(test)]

@@ -66,7 +66,7 @@ fn a_cpe_swapped_on_the_line_ends_the_old_session_and_gets_the_lines_address() {
     let mut e = engine(false);
     let old = bind(&mut e, 1, (100, 200), None);
     // Another MAC on the same line: the old session ends (the dataplane checks its MAC
-    // upstream), Port-Preempted to RADIUS, and the new device is not answered until it is gone.
+    // upstream), Port-Preempted to RADIUS, and the new device is answered once it is gone.
     let d = msg(DhcpMessageType::Discover, 9, 5);
     let out = e.handle_dhcp(0, 0, &client_frame(&d, Some((100, 200))), 2 * S);
     assert!(replies(&out).is_empty(), "{out:?}");
@@ -79,10 +79,17 @@ fn a_cpe_swapped_on_the_line_ends_the_old_session_and_gets_the_lines_address() {
             ..
         }
     )));
-    e.removed(old.id, 2 * S);
-    assert_eq!(e.sessions_len(), 0);
-    // Its retransmission starts its own session, on the line's address.
-    let new = bind(&mut e, 9, (100, 200), None);
+    let out = e.removed(old.id, 2 * S);
+    let offer = replies(&out).pop().expect("its DISCOVER answered");
+    assert_eq!((offer.xid, offer.yiaddr), (5, old.ip), "the line's address");
+    // Its REQUEST binds its own session, on the line's address.
+    let mut r = msg(DhcpMessageType::Request, 9, 5);
+    r.requested_ip = Some(offer.yiaddr);
+    r.server_id = offer.server_id;
+    let out = e.handle_dhcp(0, 0, &client_frame(&r, Some((100, 200))), 2 * S);
+    let [ProgramOp::Install(new)] = programs(&out)[..] else {
+        panic!("no install: {out:?}");
+    };
     assert_ne!(new.id, old.id);
     assert_eq!(
         (new.ip, new.mac, new.plan_id),

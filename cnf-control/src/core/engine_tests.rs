@@ -115,17 +115,44 @@ fn release_removes_after_the_dataplane_confirms() {
     assert!(out.contains(&Output::Forget(1)));
     assert_eq!(e.session(1).unwrap().state.name(), "releasing");
     assert!(e.desired(0).is_empty(), "no longer wanted in the dataplane");
-    // A DISCOVER before the dataplane confirms gets no answer, and is counted.
-    let out = e.handle_dhcp(
-        0,
-        0,
-        &client_frame(&msg(DhcpMessageType::Discover, 1, 6), None),
-        10 * S,
+    // A DISCOVER before the dataplane confirms is held, and its retransmission replaces it.
+    for xid in [6, 7] {
+        let d = msg(DhcpMessageType::Discover, 1, xid);
+        let out = e.handle_dhcp(0, 0, &client_frame(&d, None), 10 * S);
+        assert!(replies(&out).is_empty(), "{out:?}");
+    }
+    assert_eq!(
+        counter(&e, "DISCOVER while releasing: answered once removed"),
+        2
     );
-    assert!(replies(&out).is_empty());
-    assert!(e.counters().contains(&("DISCOVER while releasing", 1)));
-    e.removed(1, 11 * S);
+    // Answered once the removal is confirmed: the latest, with the address just freed.
+    let out = e.removed(1, 11 * S);
+    let offers: Vec<_> = replies(&out)
+        .into_iter()
+        .map(|r| (r.xid, r.yiaddr))
+        .collect();
+    assert_eq!(offers, [(7, ip)]);
+    assert_eq!(e.sessions_len(), 1);
+    assert!(e.session(1).is_none(), "a new session");
+}
+
+#[test]
+fn a_discover_held_while_releasing_is_dropped_once_stale() {
+    let mut e = engine(10, UnknownPolicy::Captive);
+    let (ip, _) = dora(&mut e, 1, 0);
+    let mut r = msg(DhcpMessageType::Release, 1, 4);
+    r.ciaddr = ip;
+    e.handle_dhcp(0, 0, &client_frame(&r, None), 10 * S);
+    let d = msg(DhcpMessageType::Discover, 1, 6);
+    e.handle_dhcp(0, 0, &client_frame(&d, None), 10 * S);
+    // The dataplane confirms long after the client retransmitted or gave up.
+    let out = e.removed(1, 21 * S);
+    assert!(replies(&out).is_empty(), "{out:?}");
     assert_eq!(e.sessions_len(), 0);
+    assert_eq!(
+        counter(&e, "DISCOVER while releasing: too old once removed"),
+        1
+    );
 }
 
 #[test]
