@@ -443,6 +443,13 @@ pub struct RadiusSpec {
     #[serde(default = "default_interim_secs")]
     #[schemars(range(min = 60, max = 86_400))]
     pub interim_interval_secs: u32,
+    /// How often each session's counters are read and kept between its Interim-Updates
+    /// (sessions whose interims come less often, or not at all): a dataplane lost without
+    /// warning (a crash, a node failure) loses at most this much of their counted traffic; a
+    /// dataplane stopped by Kubernetes is read before it goes. 0: read at interims only.
+    #[serde(default = "default_counters_read_secs")]
+    #[schemars(range(max = 3_600))]
+    pub counters_read_interval_secs: u32,
     /// How an Access-Request proves the subscriber's password.
     #[serde(default)]
     pub auth_method: RadiusAuthMethod,
@@ -493,6 +500,10 @@ pub enum RadiusAuthMethod {
 
 fn default_interim_secs() -> u32 {
     300
+}
+
+fn default_counters_read_secs() -> u32 {
+    30
 }
 
 /// A ConfigMap key holding subscriber records: CSV rows `mac,circuit_id,remote_id,plan[,ipv4,

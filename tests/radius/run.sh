@@ -15,7 +15,8 @@
 # 8 s leases, a client killed without RELEASE runs out its lease (Stop with Session-Timeout);
 # then a dataplane restarted with room for one session fewer refuses one (Stop with NAS-Error)
 # while the interims of one it keeps go on counting from its totals before the restart, and
-# still do after the control restarts too.
+# still do after the control restarts too; last, a dataplane killed without warning loses
+# nothing read between interims.
 # Prints "ok - ..." or "not ok - ..." per check; exits non-zero on any failure. Stops what it
 # started by pid.
 set -uo pipefail
@@ -128,6 +129,9 @@ freeradius_conf "$tmp" "$rip" "$auth_port" "$acct_port" "$secret" <<EOF
 	Idle-Timeout := 16
 
 "02:00:00:00:0a:11" Cleartext-Password := "02:00:00:00:0a:11"
+	Filter-Id := "gold"
+
+"02:00:00:00:0a:12" Cleartext-Password := "02:00:00:00:0a:12"
 	Filter-Id := "gold"
 EOF
 start_freeradius() { freeradius_start "$tmp"; }
@@ -606,6 +610,38 @@ if [[ -n $rad_pid ]] && start_control "$tmp/control.yaml"; then
     stop_control >/dev/null
 else
     bad "the control restarts for the refusal check" "$(tail -3 "$tmp/control.log")"
+fi
+
+# ---- a dataplane lost without warning (SIGKILL: no stopping notice, no last read): what it
+# counted is kept by the reads between interims (countersReadSecs, 1 s here). c18 has no
+# interims, so without them its Stop would carry only what the new dataplane counted.
+sed 's/accounting: {interimSecs: 0}/accounting: {interimSecs: 0, countersReadSecs: 1}/' "$tmp/control.yaml" >"$tmp/control-reads.yaml"
+if [[ -n $rad_pid && -n ${dp_pid:-} ]] && grep -q countersReadSecs "$tmp/control-reads.yaml" && start_control "$tmp/control-reads.yaml"; then
+    client c18 02:00:00:00:0a:12
+    dhclient_in c18 -1
+    ip18=$(addr_of c18)
+    asid18=$(printf '%016x' "$(session_of "$ip18" id)")
+    got18=$(inns c18 curl -s -m 20 -o /dev/null -w '%{size_download}' http://192.0.2.1:8080/big)
+    between0=$(counter "RADIUS sessions read between interims")
+    read_since() { (($(counter "RADIUS sessions read between interims") >= between0 + 2)); }
+    if ((${got18:-0} >= 3000000)) && wait_for 6 read_since; then
+        kill -9 "$dp_pid"; wait "$dp_pid" 2>/dev/null; dp_pid=
+        dataplane_start "$dp_bin" "$sock" "$tmp/dataplane-killed.log"
+        reach c18 >/dev/null
+        dhclient_in c18 -r
+        stop18() {
+            detail_has "$asid18" Stop "r.get('Acct-Terminate-Cause') == 'User-Request' and int(r.get('Acct-Output-Octets', 0)) >= $got18" &&
+                ! detail_has "$asid18" Interim-Update True
+        }
+        if wait_for 8 stop18; then
+            ok "a dataplane killed without warning: c18's Stop (no interims) still carries the $got18 bytes read before it died"; else
+            bad "a killed dataplane's counters were kept by the reads between interims" "downloaded=$got18 $(detail | py "[r for r in d if r.get('Acct-Session-Id') == '$asid18']")"; fi
+    else
+        bad "c18's counters are read between its interims" "ip=$ip18 downloaded=$got18 reads=$(($(counter "RADIUS sessions read between interims") - between0))"
+    fi
+    stop_control >/dev/null
+else
+    bad "the control restarts with countersReadSecs for the killed dataplane check" "dataplane=${dp_pid:-none} $(tail -3 "$tmp/control.log")"
 fi
 
 if ((failed)); then

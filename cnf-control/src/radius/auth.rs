@@ -244,6 +244,7 @@ pub(crate) mod tests {
             plan_attribute: PlanAttribute::FilterId,
             accounting: true,
             interim_secs: 0,
+            counters_read_secs: 0,
             das: None,
         }
     }

@@ -44,6 +44,15 @@ pub struct AccountingFile {
     /// Interim-Update interval; 0 = none unless the Access-Accept sets Acct-Interim-Interval.
     #[serde(default)]
     pub interim_secs: u32,
+    /// How often a session's counters are read and kept between its interims (only for
+    /// sessions whose interim interval is longer, or that have none): a dataplane lost
+    /// without warning loses at most this much of their counted traffic. 0 = at interims only.
+    #[serde(default = "default_counters_read_secs")]
+    pub counters_read_secs: u32,
+}
+
+fn default_counters_read_secs() -> u32 {
+    30
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -233,6 +242,7 @@ pub struct RadiusConfig {
     pub plan_attribute: PlanAttribute,
     pub accounting: bool,
     pub interim_secs: u32,
+    pub counters_read_secs: u32,
     pub das: Option<DasConfig>,
 }
 
@@ -341,10 +351,12 @@ impl AaaFile {
                 PlanAttribute::FilterId
             }
         };
-        let (accounting, interim_secs) = r
+        let (accounting, interim_secs, counters_read_secs) = r
             .accounting
             .as_ref()
-            .map_or((true, 0), |a| (a.enabled, a.interim_secs));
+            .map_or((true, 0, default_counters_read_secs()), |a| {
+                (a.enabled, a.interim_secs, a.counters_read_secs)
+            });
         let das = r.das.as_ref().and_then(|d| {
             let listen = sock("aaa.radius.das.listen", &d.listen, problems);
             if d.clients.is_empty() {
@@ -383,6 +395,7 @@ impl AaaFile {
             plan_attribute,
             accounting,
             interim_secs,
+            counters_read_secs,
             das,
         })
     }
@@ -446,7 +459,15 @@ mod tests {
         assert_eq!(c.servers[0].acct, "127.0.0.1:1813".parse().unwrap());
         assert_eq!(c.plan_attribute, PlanAttribute::FilterId);
         assert_eq!(c.auth_method, AuthMethod::Pap);
-        assert_eq!((c.accounting, c.interim_secs, c.retries), (true, 0, 2));
+        assert_eq!(
+            (
+                c.accounting,
+                c.interim_secs,
+                c.counters_read_secs,
+                c.retries
+            ),
+            (true, 0, 30, 2)
+        );
         assert_eq!(c.das.unwrap().clients.len(), 1);
         assert!(!format!("{:?}", c.servers[0]).contains("testing123"));
     }

@@ -45,6 +45,14 @@ fn next_interim(secs: u32, now: Instant) -> Option<Instant> {
     (secs > 0).then(|| now + Duration::from_secs(u64::from(secs)))
 }
 
+/// When a session with interims every `interim_secs` (0: none) is next read between them,
+/// with counters read every `read_secs` (0: at interims only): never when its interims come
+/// as often, since they read its counters anyway.
+fn next_read(read_secs: u32, interim_secs: u32, now: Instant) -> Option<Instant> {
+    let between = read_secs > 0 && (interim_secs == 0 || interim_secs > read_secs);
+    between.then(|| now + Duration::from_secs(u64::from(read_secs)))
+}
+
 /// Counters read for the sessions whose interim (or, with `idle`, idle check) is due.
 #[derive(Debug)]
 struct Fetched {
@@ -58,6 +66,8 @@ struct Fetched {
 enum Fetch {
     /// Interim-Updates are due.
     Interim,
+    /// Reads between interims are due (`countersReadSecs`): kept, nothing sent.
+    Between,
     /// Idle-Timeout checks are due.
     Idle,
     /// The dataplane is stopping: its counters go with it (`kbng_dataplane::stopping`).
@@ -87,6 +97,10 @@ pub(super) struct Task {
     /// When each session's next Interim-Update is due. An entry whose session stopped is
     /// skipped when it comes up (ids are never reused), so a Stop need not search here.
     due: BTreeSet<(Instant, SessionId)>,
+    /// When each session's counters are next read between its interims, skipped like `due`.
+    /// A dataplane lost without warning (a crash, a node failure) takes what it counted since
+    /// the last reading with it: read more often than interims, less is lost.
+    reads: BTreeSet<(Instant, SessionId)>,
     accept_acct: HashMap<SessionId, auth::AcceptAcct>,
     stopping: HashMap<SessionId, Stopping>,
     /// Accounting-On sent and not yet answered or given up on.
@@ -117,11 +131,15 @@ impl Task {
     ) -> Task {
         let now = Instant::now();
         let mut due = BTreeSet::new();
+        let mut reads = BTreeSet::new();
         let mut sessions = HashMap::new();
         let mut idle = IdleWatch::default();
         let now_ns = crate::service::now_ns();
         for s in restored {
             due.extend(next_interim(s.interim_secs, now).map(|t| (t, s.subject.id)));
+            reads.extend(
+                next_read(cfg.counters_read_secs, s.interim_secs, now).map(|t| (t, s.subject.id)),
+            );
             // Idle since the kept sighting (time the control was down included); without
             // one (kept by an older build), from now.
             let (packets, since) = match s.idle_seen {
@@ -137,6 +155,7 @@ impl Task {
             socket,
             sessions,
             due,
+            reads,
             accept_acct: HashMap::new(),
             stopping: HashMap::new(),
             on_pending: false,
@@ -184,6 +203,7 @@ impl Task {
                     let now = Instant::now();
                     done.extend(self.client.on_tick(now));
                     self.interims(&fetched_tx);
+                    self.reads_between(&fetched_tx);
                     self.idle_checks(&fetched_tx);
                     done.extend(self.overdue_stops(now));
                 }
@@ -282,6 +302,8 @@ impl Task {
                 let now = Instant::now();
                 let next = next_interim(s.interim_secs, now);
                 self.due.extend(next.map(|t| (t, id)));
+                let read = next_read(self.cfg.counters_read_secs, s.interim_secs, now);
+                self.reads.extend(read.map(|t| (t, id)));
                 self.idle.watch(id, s.idle_secs, s.totals().in_packets, now);
                 self.sessions.insert(id, s);
                 self.tally.add("RADIUS Accounting Start");
@@ -420,6 +442,25 @@ impl Task {
         self.fetch(by_dp, Fetch::Interim, fetched_tx);
     }
 
+    /// Start reading counters for the sessions whose read between interims is due.
+    fn reads_between(&mut self, fetched_tx: &mpsc::Sender<Fetched>) {
+        let now = Instant::now();
+        let mut by_dp: HashMap<u32, Vec<SessionId>> = HashMap::new();
+        while let Some(&(t, id)) = self.reads.first() {
+            if t > now {
+                break;
+            }
+            self.reads.pop_first();
+            let Some(s) = self.sessions.get(&id) else {
+                continue;
+            };
+            let next = next_read(self.cfg.counters_read_secs, s.interim_secs, now);
+            self.reads.extend(next.map(|t| (t, id)));
+            by_dp.entry(s.subject.line.dataplane).or_default().push(id);
+        }
+        self.fetch(by_dp, Fetch::Between, fetched_tx);
+    }
+
     /// Start reading the counters of every session on `dataplane`, which is stopping.
     fn read_before_stop(&mut self, dataplane: u32, fetched_tx: &mpsc::Sender<Fetched>) {
         let ids: Vec<SessionId> = self
@@ -472,22 +513,35 @@ impl Task {
         }
     }
 
-    /// Readings taken before a dataplane stopped: kept as the sessions' latest (the next
-    /// reading, from its next boot, adds them to what was carried), nothing sent.
+    /// Readings taken between interims or before a dataplane stopped: kept as the sessions'
+    /// latest (a reading from the dataplane's next boot adds them to what was carried),
+    /// nothing sent. Written to the store only when they moved, so that idle sessions cost
+    /// no write at each read.
     fn read_kept(&mut self, f: Fetched) {
+        let now = Instant::now();
         let mut read = 0;
         for id in f.ids {
             let (Some(s), Some(r)) = (self.sessions.get_mut(&id), f.counts.get(&id)) else {
                 continue;
             };
+            let before = s.raw;
             s.read(*r);
             read += 1;
-            if let Some(w) = &self.kept {
+            let packets = s.totals().in_packets;
+            if self.idle.note(id, Some(packets), now) {
+                s.idle_seen = Some(sighting(packets));
+            }
+            if s.raw != before
+                && let Some(w) = &self.kept
+            {
                 w.send(acct_store::Op::Put(id, Kept::of(s)));
             }
         }
-        self.tally
-            .add_n("RADIUS sessions read before their dataplane stopped", read);
+        let what = match f.why {
+            Fetch::BeforeStop => "RADIUS sessions read before their dataplane stopped",
+            _ => "RADIUS sessions read between interims",
+        };
+        self.tally.add_n(what, read);
     }
 
     /// Idle checks read: a session idle for its Idle-Timeout goes to the engine to end.
@@ -527,7 +581,7 @@ impl Task {
                 self.idle_read(f);
                 return vec![];
             }
-            Fetch::BeforeStop => {
+            Fetch::BeforeStop | Fetch::Between => {
                 self.read_kept(f);
                 return vec![];
             }
@@ -850,6 +904,21 @@ mod tests {
         }
         stop(&link, id);
         assert_eq!(heard_next(&mut heard).await, (value::ACCT_STOP, class));
+    }
+
+    #[test]
+    fn counters_are_read_between_interims_only_when_interims_are_further_apart() {
+        let now = Instant::now();
+        let at = |s: u64| Some(now + Duration::from_secs(s));
+        // No interims: the reads are all that bounds a crash's loss.
+        assert_eq!(next_read(30, 0, now), at(30));
+        assert_eq!(next_read(30, 300, now), at(30));
+        // Interims as often or more: they read the counters anyway.
+        assert_eq!(next_read(30, 30, now), None);
+        assert_eq!(next_read(30, 3, now), None);
+        // Turned off.
+        assert_eq!(next_read(0, 0, now), None);
+        assert_eq!(next_read(0, 300, now), None);
     }
 
     #[test]

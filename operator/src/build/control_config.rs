@@ -84,6 +84,7 @@ pub struct RadiusServerFile {
 #[serde(rename_all = "camelCase")]
 pub struct AccountingFile {
     pub interim_secs: u32,
+    pub counters_read_secs: u32,
 }
 
 /// The control's `dataplaneTls`: the mounted `dataplane.grpcTls` Secret.
@@ -289,6 +290,7 @@ pub(crate) fn render<'a>(base: &Base, inputs: &'a Inputs<'a>) -> ControlConfig<'
                 auth_method: r.auth_method,
                 accounting: AccountingFile {
                     interim_secs: r.interim_interval_secs,
+                    counters_read_secs: r.counters_read_interval_secs,
                 },
                 das: r.dynamic_authorization.as_ref().map(|d| DasFile {
                     listen: format!("0.0.0.0:{}", d.port),

@@ -266,6 +266,7 @@ fn control_role_is_least_privilege() {
         },
         nas_identifier: "lab".into(),
         interim_interval_secs: 300,
+        counters_read_interval_secs: 30,
         auth_method: kbng_crds::bng::RadiusAuthMethod::Pap,
         dynamic_authorization: None,
     });
@@ -360,6 +361,7 @@ fn radius_servers_and_their_mounted_secret() {
         },
         nas_identifier: "lab".into(),
         interim_interval_secs: 600,
+        counters_read_interval_secs: 20,
         auth_method: kbng_crds::bng::RadiusAuthMethod::Pap,
         dynamic_authorization: None,
     });
@@ -371,7 +373,7 @@ fn radius_servers_and_their_mounted_secret() {
         serde_json::json!({"radius": {
             "servers": [{"address": "192.0.2.10:1812", "accountingAddress": "192.0.2.10:1813",
                          "secretFile": "/etc/kbng-radius/secret"}],
-            "nasIdentifier": "lab", "authMethod": "pap", "accounting": {"interimSecs": 600}}})
+            "nasIdentifier": "lab", "authMethod": "pap", "accounting": {"interimSecs": 600, "countersReadSecs": 20}}})
     );
     let pod = o.control.spec.unwrap().template.spec.unwrap();
     let vol = pod
