@@ -75,6 +75,7 @@ fn session(i: u64) -> Session {
         remote_id: None,
         created_ns: BASE_NS + i,
         ends_at_ns: None,
+        reauthorize_at_end: false,
         state: State::Active {
             lease: Lease {
                 ip: Ipv4Addr::from(first_ip() + i as u32),

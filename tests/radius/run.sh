@@ -7,7 +7,7 @@
 #        ▲ DAS (CoA/Disconnect, UDP)  ◀── radclient             on a loopback address of its own
 #
 # FreeRADIUS answers from a users file (MAC → Filter-Id naming the plan, Acct-Interim-Interval,
-# Session-Timeout, Framed-IP-Address, Framed-Pool, Idle-Timeout) and writes accounting to a
+# Session-Timeout, Termination-Action, Framed-IP-Address, Framed-Pool, Idle-Timeout) and writes accounting to a
 # detail file, which the checks read; radclient sends CoA (plan, Session-Timeout) and
 # Disconnect. The control's first RADIUS
 # server is a dead port, so every first request proves failover. Midway the control restarts
@@ -133,6 +133,11 @@ freeradius_conf "$tmp" "$rip" "$auth_port" "$acct_port" "$secret" <<EOF
 
 "02:00:00:00:0a:12" Cleartext-Password := "02:00:00:00:0a:12"
 	Filter-Id := "gold"
+
+"02:00:00:00:0a:13" Cleartext-Password := "02:00:00:00:0a:13"
+	Filter-Id := "gold",
+	Session-Timeout := 3,
+	Termination-Action := RADIUS-Request
 EOF
 start_freeradius() { freeradius_start "$tmp"; }
 log "starting freeradius on $rip:$auth_port/$acct_port"
@@ -329,6 +334,21 @@ if [[ $lease11 =~ ^[56]$ && $ends11 =~ ^[0-9]+$ ]] &&
     wait_for 5 c11_gone && audit_clean >/dev/null; then
     ok "an Access-Accept's Session-Timeout (6 s) cuts c11's lease to it (${lease11} s, the pool's is 600) and ends the session then (Stop with Session-Timeout)"; else
     bad "an Access-Accept's Session-Timeout ends the session" "ip=$ip11 lease=$lease11 endsAtNs=$ends11 $(detail | py "[r for r in d if r.get('Acct-Session-Id') == '$asid11']" | tail -c 600)"; fi
+
+# ---- Termination-Action RADIUS-Request: c19's Access-Accept lasts 3 s and asks to be
+# authorized again at its end. FreeRADIUS accepts each time, so the session goes on: the same
+# id, its lease not cut to 3 s, no Stop, and it still forwards.
+client c19 02:00:00:00:0a:13
+reauth0=$(counter "re-authorization accepted")
+inns c19 timeout 30 udhcpc -i e0 -n -q -f -s /etc/udhcpc/default.script >>"$tmp/clients.log" 2>&1
+ip19=$(addr_of c19)
+id19=$(session_of "$ip19" id) lease19=$(session_of "$ip19" leaseSecs)
+asid19=$(printf '%016x' "${id19:-0}")
+reauthorized_twice() { (($(counter "re-authorization accepted") >= reauth0 + 2)); }
+if [[ $lease19 == 600 ]] && wait_for 15 reauthorized_twice && [[ $(session_of "$ip19" id) == "$id19" ]] &&
+    ! detail_has "$asid19" Stop True && reach c19; then
+    ok "Termination-Action RADIUS-Request: c19 is authorized again at each 3 s Session-Timeout and goes on (session $id19, lease $lease19 s, no Stop)"; else
+    bad "a session authorized again at its Session-Timeout goes on" "ip=$ip19 id=$id19 now=$(session_of "$ip19" id) lease=$lease19 accepted=$(($(counter "re-authorization accepted") - reauth0)) $(detail | py "[r.get('Acct-Status-Type') for r in d if r.get('Acct-Session-Id') == '$asid19']")"; fi
 
 # ---- the address from the Access-Accept: c12's Framed-IP-Address is in p0's exclusion (where
 # fixed addresses are kept), c13's Framed-Pool names p1; c14 asks for c12's address while c12

@@ -79,6 +79,8 @@ pub mod attr {
     pub const SESSION_TIMEOUT: u8 = 27;
     /// Idle-Timeout.
     pub const IDLE_TIMEOUT: u8 = 28;
+    /// Termination-Action (§5.29).
+    pub const TERMINATION_ACTION: u8 = 29;
     /// Called-Station-Id.
     pub const CALLED_STATION_ID: u8 = 30;
     /// Calling-Station-Id.
@@ -129,6 +131,9 @@ pub mod attr {
 pub mod value {
     /// Service-Type Framed-User (RFC 2865 §5.6).
     pub const SERVICE_TYPE_FRAMED: u32 = 2;
+    /// Termination-Action RADIUS-Request: at its Session-Timeout the session is authorized
+    /// again rather than ended (RFC 2865 §5.29).
+    pub const TERMINATION_RADIUS_REQUEST: u32 = 1;
     /// NAS-Port-Type Ethernet (RFC 2865 §5.41).
     pub const NAS_PORT_TYPE_ETHERNET: u32 = 15;
     /// Acct-Status-Type Start (RFC 2866 §5.1).

@@ -119,6 +119,9 @@ pub enum AuthOutcome {
         plan: Option<String>,
         session_timeout_secs: Option<u32>,
         address: AddressChoice,
+        /// Termination-Action RADIUS-Request: at the Session-Timeout the session is
+        /// authorized again (and goes on if accepted) rather than ended.
+        reauthorize: bool,
     },
     /// Rejected: treated as an unknown subscriber (captive or dropped per policy).
     Reject,

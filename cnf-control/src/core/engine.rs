@@ -20,7 +20,7 @@ use super::pacing::{Pacer, PacingConfig};
 use super::pool::{PoolConfig, Pools};
 use super::session::{self, Action, EndReason, Event, Grant, NS_PER_SEC, State};
 use super::session_table::SessionTable;
-use super::{FastMap, Line, MacAddr, SessionId};
+use super::{FastMap, FastSet, Line, MacAddr, SessionId};
 
 /// What to do with subscribers the AAA does not know.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,6 +91,10 @@ pub struct Session {
     /// Non-zero, so that the field costs 8 bytes a session, not 16.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ends_at_ns: Option<NonZeroU64>,
+    /// At `ends_at_ns` the session is authorized again rather than ended (RADIUS
+    /// Termination-Action RADIUS-Request): its leases are not cut to that end.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reauthorize_at_end: bool,
     /// The request to answer next (not persisted). Boxed because it is almost always `None`
     /// and an inline `Inbound` (about 300 bytes) made every held session that much larger.
     #[serde(skip)]
@@ -215,6 +219,9 @@ pub struct Engine {
     /// The last DISCOVER for a releasing session, answered once its removal is confirmed
     /// (`engine_releasing.rs`); at most one per releasing session.
     after_removal: FastMap<SessionId, releasing::HeldDiscover>,
+    /// Sessions authorized again at their Session-Timeout, awaiting the answer
+    /// (`engine_termination.rs`).
+    reauthorizing: FastSet<SessionId>,
 }
 
 /// What the server answers a client.
@@ -296,6 +303,7 @@ impl Engine {
             relay_acks: FastMap::default(),
             sweep: None,
             after_removal: FastMap::default(),
+            reauthorizing: FastSet::default(),
         })
     }
 
@@ -818,6 +826,7 @@ impl Engine {
             created_ns: now_ns,
             state,
             ends_at_ns: None,
+            reauthorize_at_end: false,
             pending: Some(Box::new(inb)),
             last_offer_ns: 0,
         };
@@ -910,6 +919,9 @@ impl Engine {
     /// The answer of an external AAA. A late answer (the attempt already timed out, or the
     /// session is bound) changes nothing and is counted.
     pub fn auth_result(&mut self, id: SessionId, result: AuthOutcome, now_ns: u64) -> Vec<Output> {
+        if self.reauthorizing.remove(&id) {
+            return self.reauthorized(id, result, now_ns);
+        }
         let mut out = Vec::new();
         let waiting = self.sessions.get(&id).is_some_and(|s| {
             matches!(
@@ -926,10 +938,15 @@ impl Engine {
                 plan,
                 session_timeout_secs,
                 address,
+                reauthorize,
             } => {
                 self.count("authorization accepted");
                 // Zero is "no limit" to some servers, as it is in a CoA.
-                self.end_after(id, session_timeout_secs.unwrap_or(0), now_ns);
+                let secs = session_timeout_secs.unwrap_or(0);
+                self.end_after(id, secs, now_ns);
+                if let Some(s) = self.sessions.get_mut(&id) {
+                    s.reauthorize_at_end = reauthorize && secs > 0;
+                }
                 self.grant_with_address(id, plan.as_deref(), &address, Asker::Radius)
             }
             AuthOutcome::Reject | AuthOutcome::Unreachable => {
@@ -995,7 +1012,8 @@ impl Engine {
         };
         let before = s.state.name();
         let old_state = s.state.clone();
-        let ends_at = s.ends_at_ns;
+        // A session authorized again at its end is not cut there: its leases run whole.
+        let ends_at = s.ends_at_ns.filter(|_| !s.reauthorize_at_end);
         // The relayed server's lease is in its ACK, which passes through unchanged.
         let relayed = self.relay_acks.get(&s.key).map(|a| a.lease_secs);
         let ip = old_state.ip();
@@ -1044,6 +1062,7 @@ impl Engine {
 
     fn drop_session(&mut self, id: SessionId) {
         self.after_removal.remove(&id);
+        self.reauthorizing.remove(&id);
         if let Some(s) = self.sessions.remove(&id) {
             self.census.remove(&s.state);
             self.index_ip(id, s.state.ip(), None);
@@ -1245,6 +1264,10 @@ impl Engine {
                     if s.ends_at_ns.is_some_and(|e| e.get() <= now_ns)
                         && s.state.bound().is_some() =>
                 {
+                    if s.reauthorize_at_end {
+                        self.reauthorize_at_timeout(id, &mut out);
+                        continue;
+                    }
                     Event::SessionTimeout
                 }
                 _ => Event::Tick,
@@ -1485,6 +1508,9 @@ mod reauth;
 
 #[path = "engine_releasing.rs"]
 mod releasing;
+
+#[path = "engine_termination.rs"]
+mod termination;
 use address::{AddressRefusal, Asker};
 
 #[cfg(test)]
@@ -1506,3 +1532,7 @@ mod reauth_tests;
 #[cfg(test)]
 #[path = "engine_identity_tests.rs"]
 mod identity_tests;
+
+#[cfg(test)]
+#[path = "engine_termination_tests.rs"]
+mod termination_tests;

@@ -7,14 +7,14 @@ use crate::core::aaa::AddressChoice;
 use crate::core::dhcp::tests::client_frame;
 use crate::core::test_support::{S, cap, counter, engine_config, mac, msg, replies};
 
-fn engine(unknown: UnknownPolicy) -> Engine {
+pub(super) fn engine(unknown: UnknownPolicy) -> Engine {
     let mut cfg = engine_config(unknown);
     cfg.external_auth = true;
     Engine::new(cfg, cap(100), 0).expect("valid pools")
 }
 
 /// A DISCOVER from MAC `m` at `t` seconds; returns the session id the engine asks about.
-fn discover(e: &mut Engine, m: u8, t: u64) -> SessionId {
+pub(super) fn discover(e: &mut Engine, m: u8, t: u64) -> SessionId {
     let out = e.handle_dhcp(
         0,
         0,
@@ -36,7 +36,13 @@ fn discover(e: &mut Engine, m: u8, t: u64) -> SessionId {
 
 /// The answer at `t` seconds, then the client's REQUEST for what was offered; returns the ACK's
 /// outputs.
-fn answer_and_bind(e: &mut Engine, id: SessionId, r: AuthOutcome, t: u64, m: u8) -> Vec<Output> {
+pub(super) fn answer_and_bind(
+    e: &mut Engine,
+    id: SessionId,
+    r: AuthOutcome,
+    t: u64,
+    m: u8,
+) -> Vec<Output> {
     let out = e.auth_result(id, r, t * S);
     let offer = replies(&out).pop().expect("an OFFER after the answer");
     assert_eq!(offer.message_type, DhcpMessageType::Offer);
@@ -57,11 +63,12 @@ fn accept(plan: Option<&str>) -> AuthOutcome {
         plan: plan.map(String::from),
         session_timeout_secs: None,
         address: AddressChoice::Any,
+        reauthorize: false,
     }
 }
 
 /// The lease time of the ACK to a renewal (REQUEST with ciaddr `ip`) from MAC 1 at `t`.
-fn renewal_lease(e: &mut Engine, ip: Ipv4Addr, t: u64) -> Option<u32> {
+pub(super) fn renewal_lease(e: &mut Engine, ip: Ipv4Addr, t: u64) -> Option<u32> {
     let mut r = msg(DhcpMessageType::Request, 1, 3);
     r.ciaddr = ip;
     let out = e.handle_dhcp(0, 0, &client_frame(&r, None), t);
@@ -69,14 +76,14 @@ fn renewal_lease(e: &mut Engine, ip: Ipv4Addr, t: u64) -> Option<u32> {
 }
 
 /// Whether `out` holds an accounting Stop, with `reason` when one is given.
-fn stopped(out: &[Output], reason: Option<EndReason>) -> bool {
+pub(super) fn stopped(out: &[Output], reason: Option<EndReason>) -> bool {
     out.iter().any(|o| {
         matches!(o, Output::Accounting { kind: AcctKind::Stop, reason: r, .. }
             if reason.is_none() || *r == reason)
     })
 }
 
-fn installed(out: &[Output]) -> Option<DpSession> {
+pub(super) fn installed(out: &[Output]) -> Option<DpSession> {
     out.iter().find_map(|o| match o {
         Output::Program {
             op: ProgramOp::Install(d),
@@ -258,6 +265,7 @@ fn a_session_timeout_bounds_every_lease_and_ends_the_session() {
         plan: None,
         session_timeout_secs: Some(100),
         address: AddressChoice::Any,
+        reauthorize: false,
     };
     let out = answer_and_bind(&mut e, id, accept, 1, 1);
     // The pool leases for 600 s; this session ends at 101 s.
@@ -289,6 +297,7 @@ fn without_a_session_timeout_or_with_zero_the_pools_lease_applies() {
             plan: None,
             session_timeout_secs: t,
             address: AddressChoice::Any,
+            reauthorize: false,
         };
         let out = answer_and_bind(&mut e, id, accept, 1, 1);
         assert_eq!(
@@ -326,6 +335,7 @@ fn a_coa_session_timeout_of_zero_lifts_the_limit_and_a_restore_keeps_one() {
         plan: None,
         session_timeout_secs: Some(100),
         address: AddressChoice::Any,
+        reauthorize: false,
     };
     let out = answer_and_bind(&mut e, id, limited, 1, 1);
     let ip = installed(&out).expect("installed").ip;

@@ -30,6 +30,7 @@ fn accept(address: AddressChoice) -> AuthOutcome {
         plan: None,
         session_timeout_secs: None,
         address,
+        reauthorize: false,
     }
 }
 

@@ -269,6 +269,7 @@ fn restored(n: u32) -> Engine {
                     plan_id: 10,
                 },
                 ends_at_ns: None,
+                reauthorize_at_end: false,
                 pending: None,
                 last_offer_ns: 0,
             }

@@ -465,6 +465,7 @@ fn a_radius_session_timeout_ends_a_relayed_session_whose_server_lease_outlasts_i
         plan: None,
         session_timeout_secs: Some(10),
         address: AddressChoice::Fixed(Ipv4Addr::new(100, 64, 0, 9)),
+        reauthorize: false,
     };
     let out = e.auth_result(id, accept, 6 * S);
     let ack = replies(&out).pop().expect("the server's ACK, relayed");

@@ -203,6 +203,8 @@ pub fn outcome(
                     plan: plan_of(cfg.plan_attribute, attrs),
                     session_timeout_secs: u32_attr(attr::SESSION_TIMEOUT),
                     address: address_of(attrs),
+                    reauthorize: u32_attr(attr::TERMINATION_ACTION)
+                        == Some(value::TERMINATION_RADIUS_REQUEST),
                 },
                 AcceptAcct {
                     interim_secs,
@@ -368,6 +370,7 @@ pub(crate) mod tests {
             (attr::CLASS, vec![0, 0xff]),
             (attr::SESSION_TIMEOUT, 86_400u32.to_be_bytes().to_vec()),
             (attr::IDLE_TIMEOUT, 900u32.to_be_bytes().to_vec()),
+            (attr::TERMINATION_ACTION, 1u32.to_be_bytes().to_vec()),
         ];
         assert_eq!(
             outcome(&c, code::ACCESS_ACCEPT, &attrs),
@@ -376,6 +379,7 @@ pub(crate) mod tests {
                     plan: Some("gold".into()),
                     session_timeout_secs: Some(86_400),
                     address: AddressChoice::Any,
+                    reauthorize: true,
                 },
                 AcceptAcct {
                     interim_secs: Some(60),
@@ -391,6 +395,7 @@ pub(crate) mod tests {
                     plan: None,
                     session_timeout_secs: None,
                     address: AddressChoice::Any,
+                    reauthorize: false,
                 },
                 AcceptAcct::default()
             )

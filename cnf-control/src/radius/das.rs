@@ -537,6 +537,7 @@ mod tests {
                 plan: None,
                 session_timeout_secs: None,
                 address: AddressChoice::Any,
+                reauthorize: false,
             },
             0,
         );

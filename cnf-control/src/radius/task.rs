@@ -22,7 +22,7 @@ use super::client::{Client, Done};
 use super::config::RadiusConfig;
 use super::idle::{IdleWatch, Verdict};
 use super::nas::{self, OffOutcome};
-use super::{RadiusCmd, RadiusEvent, Req, Tally, auth, finals};
+use super::{RadiusCmd, RadiusEvent, Req, Tally, auth, das, finals};
 use crate::core::SessionId;
 use crate::core::aaa::AuthOutcome;
 use crate::core::session::{EndReason, NS_PER_SEC};
@@ -72,6 +72,14 @@ enum Fetch {
     Idle,
     /// The dataplane is stopping: its counters go with it (`kbng_dataplane::stopping`).
     BeforeStop,
+}
+
+/// What changed a running session's accounting.
+#[derive(Debug, Clone, Copy)]
+enum Changer {
+    Coa,
+    /// An Access-Accept at its Session-Timeout (Termination-Action RADIUS-Request).
+    Reauthorization,
 }
 
 /// A session whose Stop waits for its final counters.
@@ -339,27 +347,9 @@ impl Task {
             // The run loop reads them, as it holds the channel the readings come back on.
             RadiusCmd::ReadCounters { .. } => vec![],
             RadiusCmd::CoaAccounting(c) => {
-                let Some(s) = self.sessions.get_mut(&c.id) else {
+                if !self.change_acct(c, Changer::Coa) {
                     self.tally
                         .add("RADIUS CoA accounting change for no accounted session");
-                    return vec![];
-                };
-                if let Some(secs) = c.idle_secs {
-                    s.idle_secs = secs;
-                    // As at Start: a sighting only for a session watched (0: no Idle-Timeout).
-                    s.idle_seen = (secs > 0).then(|| sighting(s.totals().in_packets));
-                    // Counted from now: a CoA does not end a session for idleness before it.
-                    self.idle.forget(c.id);
-                    self.idle
-                        .watch(c.id, secs, s.totals().in_packets, Instant::now());
-                    self.tally.add("RADIUS Idle-Timeout set by CoA");
-                }
-                if let Some(class) = c.class {
-                    s.class = class;
-                    self.tally.add("RADIUS Class set by CoA");
-                }
-                if let Some(w) = &self.kept {
-                    w.send(acct_store::Op::Put(c.id, Kept::of(s)));
                 }
                 vec![]
             }
@@ -421,6 +411,37 @@ impl Task {
         self.tally.add("RADIUS Accounting-Off");
         let r = nas::request(&self.cfg, true, crate::service::now_ns());
         self.client.send(r, Instant::now())
+    }
+
+    /// Applies `c` to the accounted session it names: false when there is none.
+    fn change_acct(&mut self, c: das::AcctChange, by: Changer) -> bool {
+        let Some(s) = self.sessions.get_mut(&c.id) else {
+            return false;
+        };
+        if let Some(secs) = c.idle_secs {
+            s.idle_secs = secs;
+            // As at Start: a sighting only for a session watched (0: no Idle-Timeout).
+            s.idle_seen = (secs > 0).then(|| sighting(s.totals().in_packets));
+            // Counted from now: a change does not end a session for idleness before it.
+            self.idle.forget(c.id);
+            self.idle
+                .watch(c.id, secs, s.totals().in_packets, Instant::now());
+            self.tally.add(match by {
+                Changer::Coa => "RADIUS Idle-Timeout set by CoA",
+                Changer::Reauthorization => "RADIUS Idle-Timeout set by re-authorization",
+            });
+        }
+        if let Some(class) = c.class {
+            s.class = class;
+            self.tally.add(match by {
+                Changer::Coa => "RADIUS Class set by CoA",
+                Changer::Reauthorization => "RADIUS Class set by re-authorization",
+            });
+        }
+        if let Some(w) = &self.kept {
+            w.send(acct_store::Op::Put(c.id, Kept::of(s)));
+        }
+        true
     }
 
     /// Start reading counters for the sessions whose interim is due.
@@ -664,7 +685,16 @@ impl Task {
                     self.tally
                         .add("RADIUS Idle-Timeout not applied: accounting off");
                 }
-                if !acct.is_empty() {
+                if !acct.is_empty() && self.sessions.contains_key(&session) {
+                    // An accounted session authorized again (Termination-Action): its Class
+                    // and Idle-Timeout from now on; its interim interval stays.
+                    let change = das::AcctChange {
+                        id: session,
+                        idle_secs: acct.idle_secs,
+                        class: (!acct.class.is_empty()).then_some(acct.class),
+                    };
+                    self.change_acct(change, Changer::Reauthorization);
+                } else if !acct.is_empty() {
                     if self.accept_acct.len() >= ACCEPT_ACCT_MAX {
                         self.accept_acct.clear();
                     }

@@ -293,6 +293,7 @@ pub(crate) mod tests {
                 },
                 plan_id: 3,
             },
+            reauthorize_at_end: false,
             pending: None,
             last_offer_ns: 0,
         }

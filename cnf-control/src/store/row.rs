@@ -72,6 +72,8 @@ struct SessionRow {
     created_ns: u64,
     #[prost(uint64, optional, tag = "8")]
     ends_at_ns: Option<u64>,
+    #[prost(bool, tag = "9")]
+    reauthorize_at_end: bool,
     #[prost(oneof = "StateRow", tags = "10, 11, 12, 13, 14, 15, 16, 17")]
     state: Option<StateRow>,
 }
@@ -215,6 +217,7 @@ impl From<&Session> for SessionRow {
             remote_id: s.remote_id.clone(),
             created_ns: s.created_ns,
             ends_at_ns: s.ends_at_ns.map(NonZeroU64::get),
+            reauthorize_at_end: s.reauthorize_at_end,
             state: Some(state_row(&s.state)),
         }
     }
@@ -467,6 +470,7 @@ impl TryFrom<SessionRow> for Session {
             created_ns: r.created_ns,
             state: state(r.state.ok_or(RowError::Field("state"))?)?,
             ends_at_ns: r.ends_at_ns.and_then(NonZeroU64::new),
+            reauthorize_at_end: r.reauthorize_at_end,
             pending: None,
             last_offer_ns: 0,
         })

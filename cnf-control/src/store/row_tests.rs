@@ -94,6 +94,7 @@ fn session(id: u64, key82: bool, state: State) -> Session {
             .is_multiple_of(2)
             .then(|| NonZeroU64::new(id.wrapping_add(1_700_000_086_400_000_000)))
             .flatten(),
+        reauthorize_at_end: id.is_multiple_of(4),
         pending: None,
         last_offer_ns: 0,
     }
