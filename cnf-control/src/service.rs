@@ -48,6 +48,9 @@ pub struct SessionView {
     pub lease_secs: Option<u32>,
     /// When a Session-Timeout (the Access-Accept's or a CoA's) ends the session; none without.
     pub ends_at_ns: Option<u64>,
+    /// Whether the session is authorized again at `ends_at_ns` rather than ended there
+    /// (RADIUS Termination-Action RADIUS-Request).
+    pub reauthorize_at_end: bool,
     pub circuit_id: Option<String>,
     pub remote_id: Option<String>,
 }
@@ -70,6 +73,7 @@ pub fn view(s: &Session) -> SessionView {
         renewed_at_ns: b.map(|(l, _)| l.renewed_at_ns),
         lease_secs: b.map(|(l, _)| l.lease_secs),
         ends_at_ns: s.ends_at_ns.map(std::num::NonZeroU64::get),
+        reauthorize_at_end: s.reauthorize_at_end,
         circuit_id: s
             .circuit_id
             .as_ref()

@@ -240,7 +240,12 @@ async fn show(c: &Client, id: u64, output: Output) -> anyhow::Result<ExitCode> {
     println!("  {:<12} {}", "bound at", time(&v["boundAtNs"]));
     println!("  {:<12} {}", "renewed at", time(&v["renewedAtNs"]));
     if !v["endsAtNs"].is_null() {
-        println!("  {:<12} {}", "ends at", time(&v["endsAtNs"]));
+        let then = if v["reauthorizeAtEnd"] == true {
+            " (authorized again then)"
+        } else {
+            ""
+        };
+        println!("  {:<12} {}{then}", "ends at", time(&v["endsAtNs"]));
     }
     match counters {
         Ok(cn) => {

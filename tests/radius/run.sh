@@ -304,12 +304,19 @@ check "c1's Stop carries the Class of its CoA, its Start none" \
 out=$(coa disconnect "$das_secret" "Acct-Session-Id = \"$asid1\"")
 check "a second Disconnect for c1 is NAKed: the session is gone" grep -q 'Received Disconnect-NAK' <<<"$out"
 
+# A new client NS with MAC $2 leases with dhclient and downloads the 3 MB file; prints its
+# address, its Acct-Session-Id and the bytes downloaded.
+lease_and_download() {
+    local ip
+    client "$1" "$2"
+    dhclient_in "$1" -1
+    ip=$(addr_of "$1")
+    printf '%s %016x %s\n' "${ip:--}" "$(session_of "$ip" id)" \
+        "$(inns "$1" curl -s -m 20 -o /dev/null -w '%{size_download}' http://192.0.2.1:8080/big)"
+}
+
 # ---- final counters: c5 has no interims, so only a Stop read at RELEASE can carry its traffic
-client c5 02:00:00:00:0a:05
-dhclient_in c5 -1
-ip5=$(addr_of c5)
-asid5=$(printf '%016x' "$(session_of "$ip5" id)")
-got5=$(inns c5 curl -s -m 20 -o /dev/null -w '%{size_download}' http://192.0.2.1:8080/big)
+read -r ip5 asid5 got5 < <(lease_and_download c5 02:00:00:00:0a:05)
 stale_before=$(counter "RADIUS Stop without final counters")
 dhclient_in c5 -r
 stop5_final() {
@@ -342,13 +349,13 @@ client c19 02:00:00:00:0a:13
 reauth0=$(counter "re-authorization accepted")
 inns c19 timeout 30 udhcpc -i e0 -n -q -f -s /etc/udhcpc/default.script >>"$tmp/clients.log" 2>&1
 ip19=$(addr_of c19)
-id19=$(session_of "$ip19" id) lease19=$(session_of "$ip19" leaseSecs)
+id19=$(session_of "$ip19" id) lease19=$(session_of "$ip19" leaseSecs) again19=$(session_of "$ip19" reauthorizeAtEnd)
 asid19=$(printf '%016x' "${id19:-0}")
 reauthorized_twice() { (($(counter "re-authorization accepted") >= reauth0 + 2)); }
-if [[ $lease19 == 600 ]] && wait_for 15 reauthorized_twice && [[ $(session_of "$ip19" id) == "$id19" ]] &&
+if [[ $lease19 == 600 && $again19 == True ]] && wait_for 15 reauthorized_twice && [[ $(session_of "$ip19" id) == "$id19" ]] &&
     ! detail_has "$asid19" Stop True && reach c19; then
     ok "Termination-Action RADIUS-Request: c19 is authorized again at each 3 s Session-Timeout and goes on (session $id19, lease $lease19 s, no Stop)"; else
-    bad "a session authorized again at its Session-Timeout goes on" "ip=$ip19 id=$id19 now=$(session_of "$ip19" id) lease=$lease19 accepted=$(($(counter "re-authorization accepted") - reauth0)) $(detail | py "[r.get('Acct-Status-Type') for r in d if r.get('Acct-Session-Id') == '$asid19']")"; fi
+    bad "a session authorized again at its Session-Timeout goes on" "ip=$ip19 id=$id19 now=$(session_of "$ip19" id) lease=$lease19 reauthorizeAtEnd=$again19 accepted=$(($(counter "re-authorization accepted") - reauth0)) $(detail | py "[r.get('Acct-Status-Type') for r in d if r.get('Acct-Session-Id') == '$asid19']")"; fi
 
 # ---- the address from the Access-Accept: c12's Framed-IP-Address is in p0's exclusion (where
 # fixed addresses are kept), c13's Framed-Pool names p1; c14 asks for c12's address while c12
@@ -637,11 +644,7 @@ fi
 # interims, so without them its Stop would carry only what the new dataplane counted.
 sed 's/accounting: {interimSecs: 0}/accounting: {interimSecs: 0, countersReadSecs: 1}/' "$tmp/control.yaml" >"$tmp/control-reads.yaml"
 if [[ -n $rad_pid && -n ${dp_pid:-} ]] && grep -q countersReadSecs "$tmp/control-reads.yaml" && start_control "$tmp/control-reads.yaml"; then
-    client c18 02:00:00:00:0a:12
-    dhclient_in c18 -1
-    ip18=$(addr_of c18)
-    asid18=$(printf '%016x' "$(session_of "$ip18" id)")
-    got18=$(inns c18 curl -s -m 20 -o /dev/null -w '%{size_download}' http://192.0.2.1:8080/big)
+    read -r ip18 asid18 got18 < <(lease_and_download c18 02:00:00:00:0a:12)
     between0=$(counter "RADIUS sessions read between interims")
     read_since() { (($(counter "RADIUS sessions read between interims") >= between0 + 2)); }
     if ((${got18:-0} >= 3000000)) && wait_for 6 read_since; then

@@ -37,6 +37,9 @@ const FINALS_WAIT: Duration = Duration::from_secs(5);
 /// Start; bounded (an accepted session may never bind).
 const ACCEPT_ACCT_MAX: usize = 1 << 16;
 
+/// How often the reads between interims that are due are started.
+const READS_EVERY: Duration = Duration::from_secs(1);
+
 /// Accounting requests held while the Accounting-On is outstanding; beyond this they go out
 /// unheld rather than pile up.
 const HELD_MAX: usize = 1 << 16;
@@ -51,6 +54,30 @@ fn next_interim(secs: u32, now: Instant) -> Option<Instant> {
 fn next_read(read_secs: u32, interim_secs: u32, now: Instant) -> Option<Instant> {
     let between = read_secs > 0 && (interim_secs == 0 || interim_secs > read_secs);
     between.then(|| now + Duration::from_secs(u64::from(read_secs)))
+}
+
+/// Takes the entries of `queue` due by `now` whose session is still accounted (ids are never
+/// reused, so a stopped session's entries are dropped here rather than searched for at its
+/// Stop), puts each back at `next` of its session, and groups them by dataplane.
+fn take_due(
+    queue: &mut BTreeSet<(Instant, SessionId)>,
+    sessions: &HashMap<SessionId, AcctSession>,
+    now: Instant,
+    next: impl Fn(&AcctSession) -> Option<Instant>,
+) -> HashMap<u32, Vec<SessionId>> {
+    let mut by_dp: HashMap<u32, Vec<SessionId>> = HashMap::new();
+    while let Some(&(t, id)) = queue.first() {
+        if t > now {
+            break;
+        }
+        queue.pop_first();
+        let Some(s) = sessions.get(&id) else {
+            continue;
+        };
+        queue.extend(next(s).map(|t| (t, id)));
+        by_dp.entry(s.subject.line.dataplane).or_default().push(id);
+    }
+    by_dp
 }
 
 /// Counters read for the sessions whose interim (or, with `idle`, idle check) is due.
@@ -109,6 +136,9 @@ pub(super) struct Task {
     /// A dataplane lost without warning (a crash, a node failure) takes what it counted since
     /// the last reading with it: read more often than interims, less is lost.
     reads: BTreeSet<(Instant, SessionId)>,
+    /// When `reads` was last looked at: once a second, so that the reads due meanwhile share
+    /// one connection to each dataplane (a read a second late changes nothing).
+    reads_looked: Instant,
     accept_acct: HashMap<SessionId, auth::AcceptAcct>,
     stopping: HashMap<SessionId, Stopping>,
     /// Accounting-On sent and not yet answered or given up on.
@@ -164,6 +194,7 @@ impl Task {
             sessions,
             due,
             reads,
+            reads_looked: now,
             accept_acct: HashMap::new(),
             stopping: HashMap::new(),
             on_pending: false,
@@ -447,38 +478,23 @@ impl Task {
     /// Start reading counters for the sessions whose interim is due.
     fn interims(&mut self, fetched_tx: &mpsc::Sender<Fetched>) {
         let now = Instant::now();
-        let mut by_dp: HashMap<u32, Vec<SessionId>> = HashMap::new();
-        while let Some(&(t, id)) = self.due.first() {
-            if t > now {
-                break;
-            }
-            self.due.pop_first();
-            let Some(s) = self.sessions.get(&id) else {
-                continue;
-            };
-            self.due
-                .extend(next_interim(s.interim_secs, now).map(|t| (t, id)));
-            by_dp.entry(s.subject.line.dataplane).or_default().push(id);
-        }
+        let by_dp = take_due(&mut self.due, &self.sessions, now, |s| {
+            next_interim(s.interim_secs, now)
+        });
         self.fetch(by_dp, Fetch::Interim, fetched_tx);
     }
 
     /// Start reading counters for the sessions whose read between interims is due.
     fn reads_between(&mut self, fetched_tx: &mpsc::Sender<Fetched>) {
         let now = Instant::now();
-        let mut by_dp: HashMap<u32, Vec<SessionId>> = HashMap::new();
-        while let Some(&(t, id)) = self.reads.first() {
-            if t > now {
-                break;
-            }
-            self.reads.pop_first();
-            let Some(s) = self.sessions.get(&id) else {
-                continue;
-            };
-            let next = next_read(self.cfg.counters_read_secs, s.interim_secs, now);
-            self.reads.extend(next.map(|t| (t, id)));
-            by_dp.entry(s.subject.line.dataplane).or_default().push(id);
+        if now < self.reads_looked + READS_EVERY {
+            return;
         }
+        self.reads_looked = now;
+        let read_secs = self.cfg.counters_read_secs;
+        let by_dp = take_due(&mut self.reads, &self.sessions, now, |s| {
+            next_read(read_secs, s.interim_secs, now)
+        });
         self.fetch(by_dp, Fetch::Between, fetched_tx);
     }
 
