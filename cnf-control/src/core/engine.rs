@@ -216,9 +216,9 @@ pub struct Engine {
     relay_acks: FastMap<SubscriberKey, relay_glue::RelayAck>,
     /// A walk applying a changed subscriber store to the sessions (`engine_reauth.rs`).
     sweep: Option<reauth::Sweep>,
-    /// The last DISCOVER for a releasing session, answered once its removal is confirmed
-    /// (`engine_releasing.rs`); at most one per releasing session.
-    after_removal: FastMap<SessionId, releasing::HeldDiscover>,
+    /// The last DISCOVER (or relayed ACK) for a releasing session, handled once its removal
+    /// is confirmed (`engine_releasing.rs`); at most one per releasing session.
+    after_removal: FastMap<SessionId, releasing::Held>,
     /// Sessions authorized again at their Session-Timeout, awaiting the answer
     /// (`engine_termination.rs`).
     reauthorizing: FastSet<SessionId>,
@@ -1291,7 +1291,7 @@ impl Engine {
         let held = self.after_removal.remove(&id);
         self.event(id, Event::Removed, now_ns, &mut out);
         if let Some(held) = held {
-            self.replay_discover(held, now_ns, &mut out);
+            self.replay_held(held, now_ns, &mut out);
         }
         out
     }

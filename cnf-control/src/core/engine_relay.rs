@@ -181,7 +181,13 @@ impl Engine {
     }
 
     /// The server's ACK of a REQUEST: a new session, or the renewal of a bound one.
-    fn relay_bind(&mut self, r: Relayed, frame: Vec<u8>, now_ns: u64, out: &mut Vec<Output>) {
+    pub(super) fn relay_bind(
+        &mut self,
+        r: Relayed,
+        frame: Vec<u8>,
+        now_ns: u64,
+        out: &mut Vec<Output>,
+    ) {
         let ip = r.reply.yiaddr;
         let Some(lease_secs) = r.reply.lease_secs else {
             self.count("relay: ACK without lease time");
@@ -233,7 +239,12 @@ impl Engine {
             }
         }
         if self.pools.is_allocated(ip) {
-            self.count("relay: ACK address held by another session");
+            // Held by the session this ACK just ended (a reservation by circuit-id for a
+            // swapped CPE): answered once the dataplane confirms that session's removal.
+            match self.by_ip.get(&ip).copied() {
+                Some(old) if self.releasing(old) => self.hold_relay_ack(old, r, frame, now_ns),
+                _ => self.count("relay: ACK address held by another session"),
+            }
             return;
         }
         self.relay_acks

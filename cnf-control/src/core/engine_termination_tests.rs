@@ -37,6 +37,13 @@ fn bound_renewing(e: &mut Engine) -> (SessionId, Ipv4Addr) {
     (id, installed(&out).expect("installed").ip)
 }
 
+/// [`bound_renewing`], then time to its end, where it is asked about again.
+fn at_its_end(e: &mut Engine) -> SessionId {
+    let (id, _) = bound_renewing(e);
+    assert_eq!(asked(&e.tick(101 * S)), [id]);
+    id
+}
+
 #[test]
 fn an_accept_at_the_session_timeout_goes_on_with_its_plan_and_next_timeout() {
     let mut e = engine(UnknownPolicy::Captive);
@@ -70,8 +77,7 @@ fn an_accept_at_the_session_timeout_goes_on_with_its_plan_and_next_timeout() {
 #[test]
 fn an_accept_without_termination_action_makes_the_next_timeout_final() {
     let mut e = engine(UnknownPolicy::Captive);
-    let (id, _) = bound_renewing(&mut e);
-    e.tick(101 * S);
+    let id = at_its_end(&mut e);
     let last = AuthOutcome::Accept {
         plan: Some("gold".into()),
         session_timeout_secs: Some(30),
@@ -91,8 +97,7 @@ fn an_accept_without_termination_action_makes_the_next_timeout_final() {
 #[test]
 fn a_reject_at_the_session_timeout_ends_the_session() {
     let mut e = engine(UnknownPolicy::Captive);
-    let (id, _) = bound_renewing(&mut e);
-    e.tick(101 * S);
+    let id = at_its_end(&mut e);
     let out = e.auth_result(id, AuthOutcome::Reject, 101 * S);
     assert!(stopped(&out, Some(EndReason::SessionTimeout)), "{out:?}");
     assert!(out.iter().any(|o| matches!(
@@ -108,8 +113,7 @@ fn a_reject_at_the_session_timeout_ends_the_session() {
 #[test]
 fn an_unanswered_reauthorization_keeps_the_session_and_asks_again_later() {
     let mut e = engine(UnknownPolicy::Captive);
-    let (id, _) = bound_renewing(&mut e);
-    e.tick(101 * S);
+    let id = at_its_end(&mut e);
     let out = e.auth_result(id, AuthOutcome::Unreachable, 104 * S);
     assert!(!stopped(&out, None), "{out:?}");
     let again = 104 + u64::from(RETRY_UNANSWERED_SECS);
@@ -121,8 +125,7 @@ fn an_unanswered_reauthorization_keeps_the_session_and_asks_again_later() {
 #[test]
 fn a_restore_while_reauthorizing_asks_again() {
     let mut e = engine(UnknownPolicy::Captive);
-    let (id, _) = bound_renewing(&mut e);
-    e.tick(101 * S);
+    let id = at_its_end(&mut e);
     // The control stops before the answer: the stored session still has its end.
     let kept = e.session(id).cloned().expect("bound");
     assert!(kept.reauthorize_at_end && kept.ends_at_ns.is_some());

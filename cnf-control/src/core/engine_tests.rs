@@ -149,10 +149,7 @@ fn a_discover_held_while_releasing_is_dropped_once_stale() {
     let out = e.removed(1, 21 * S);
     assert!(replies(&out).is_empty(), "{out:?}");
     assert_eq!(e.sessions_len(), 0);
-    assert_eq!(
-        counter(&e, "DISCOVER while releasing: too old once removed"),
-        1
-    );
+    assert_eq!(counter(&e, "held while releasing: too old once removed"), 1);
 }
 
 #[test]
