@@ -1265,10 +1265,12 @@ impl Engine {
                         && s.state.bound().is_some() =>
                 {
                     if s.reauthorize_at_end {
+                        // Asked once; the entry may be one of its state's deadlines too.
                         self.reauthorize_at_timeout(id, &mut out);
-                        continue;
+                        Event::Tick
+                    } else {
+                        Event::SessionTimeout
                     }
-                    Event::SessionTimeout
                 }
                 _ => Event::Tick,
             };

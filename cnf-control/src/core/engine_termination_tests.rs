@@ -123,6 +123,24 @@ fn an_unanswered_reauthorization_keeps_the_session_and_asks_again_later() {
 }
 
 #[test]
+fn a_lease_that_runs_out_while_reauthorizing_still_expires() {
+    let mut e = engine(UnknownPolicy::Captive);
+    let id = discover(&mut e, 1, 1);
+    // A Session-Timeout past the lease's T1: no renewal comes, the lease runs out at 601 s
+    // while the answer to the re-authorization at 500 s is still awaited.
+    answer_and_bind(&mut e, id, renewing_accept("gold", 499), 1, 1);
+    assert_eq!(asked(&e.tick(500 * S)), [id]);
+    let out = e.tick(601 * S);
+    assert!(
+        stopped(&out, None),
+        "the lease's end is not skipped: {out:?}"
+    );
+    assert!(e.session(id).is_none_or(|s| s.state.name() != "active"));
+    // The late answer finds no bound session.
+    assert!(e.auth_result(id, AuthOutcome::Reject, 602 * S).is_empty());
+}
+
+#[test]
 fn a_restore_while_reauthorizing_asks_again() {
     let mut e = engine(UnknownPolicy::Captive);
     let id = at_its_end(&mut e);
