@@ -15,6 +15,12 @@
 //! `KBNG_PROGRAM_MAX_SECS` (the dataplane's `--run-seconds`, default 300), `KBNG_PROGRAM_CORES`
 //! (the dataplane's `--cores`, default `0,1`: the control core, then one worker).
 //!
+//! Counters: with the first batch size's sessions installed, every session's counters are read
+//! once as the RADIUS accounting reads them (`radius::accounting::read_counters`: requests of
+//! 1,000 sessions, one in flight), for the interims and the reads between them
+//! (`countersReadSecs`): the figure says what share of that rate a million sessions read every
+//! 30 s (the default) would take.
+//!
 //! Memory: the dataplane's resident size is read before the first batch and while the first
 //! batch size's sessions are all installed. The difference per session is what an installed
 //! session costs beyond what the dataplane allocated at start (each worker's tables, sized for
@@ -188,13 +194,15 @@ async fn sessions_held(c: &mut DataplaneClient<Channel>) -> anyhow::Result<u64> 
         .sessions)
 }
 
-/// One batch size: install `n` sessions, verify, remove them. Returns the figure.
+/// One batch size: install `n` sessions, verify, (with `read`, read their counters), remove
+/// them. Returns the figures.
 async fn run_batch(
     c: &mut DataplaneClient<Channel>,
     dp_pid: u32,
     n: u64,
     batch: usize,
-) -> anyhow::Result<Value> {
+    read: bool,
+) -> anyhow::Result<Vec<Value>> {
     let all: Vec<pb::Session> = (0..n).map(|i| session(i, 1)).collect();
     let dp_cpu0 = dataplane_control_cpu_ns(dp_pid);
     let me_cpu0 = own_cpu_ns();
@@ -221,6 +229,11 @@ async fn run_batch(
     let me_cpu = own_cpu_ns().saturating_sub(me_cpu0) as f64 / 1e9;
     let held = sessions_held(c).await?;
     let rss_installed = resident_bytes(dp_pid)?;
+    let counters = if read {
+        Some(read_figure(c, dp_pid, n).await)
+    } else {
+        None
+    };
 
     let t = Instant::now();
     let mut removed = 0u64;
@@ -237,21 +250,13 @@ async fn run_batch(
     let left = sessions_held(c).await?;
 
     let rate = created as f64 / secs;
-    // The side whose CPU time nearly fills the wall time is the one that limited the rate.
-    let limited_by = if dp_cpu >= 0.85 * secs {
-        "none: the dataplane's gRPC/control threads (busy for the whole run)".to_owned()
-    } else if me_cpu >= 0.85 * secs {
-        "cpu of the generator: the bench client (busy for the whole run)".to_owned()
-    } else {
-        format!(
-            "none: waiting, not CPU: the client was busy {:.0}% and the dataplane's control \
-             threads {:.0}% of the wall time; the rest is spent inside InstallSessions \
-             waiting (the dataplane's hand-off of each batch to its workers)",
-            100.0 * me_cpu / secs,
-            100.0 * dp_cpu / secs
-        )
-    };
-    Ok(json!({
+    let limited_by = limited_by(
+        secs,
+        me_cpu,
+        dp_cpu,
+        "InstallSessions waiting (the dataplane's hand-off of each batch to its workers)",
+    );
+    let installed = json!({
         "figure": format!("sessions installed over gRPC, batches of {batch}"),
         "unit": "sessions/s",
         "value": rate,
@@ -273,7 +278,56 @@ async fn run_batch(
         "remove_rate": removed as f64 / remove_secs,
         "held_after_remove": left,
         "target": 200_000.0,
-    }))
+    });
+    Ok(std::iter::once(installed).chain(counters).collect())
+}
+
+/// What limited a closed-loop run of `secs` in which the client used `me_cpu` seconds of CPU
+/// and the dataplane's control threads `dp_cpu`: the side whose CPU time nearly fills the wall
+/// time, else neither (`waiting` names where the rest went).
+fn limited_by(secs: f64, me_cpu: f64, dp_cpu: f64, waiting: &str) -> String {
+    if dp_cpu >= 0.85 * secs {
+        "none: the dataplane's gRPC/control threads (busy for the whole run)".to_owned()
+    } else if me_cpu >= 0.85 * secs {
+        "cpu of the generator: the bench client (busy for the whole run)".to_owned()
+    } else {
+        format!(
+            "none: waiting, not CPU: the client was busy {:.0}% and the dataplane's control \
+             threads {:.0}% of the wall time; the rest is spent inside {waiting}",
+            100.0 * me_cpu / secs,
+            100.0 * dp_cpu / secs
+        )
+    }
+}
+
+/// Every one of `n` installed sessions' counters read once, as the accounting reads them.
+async fn read_figure(c: &mut DataplaneClient<Channel>, dp_pid: u32, n: u64) -> Value {
+    let ids: Vec<u64> = (1..=n).collect();
+    let dp_cpu0 = dataplane_control_cpu_ns(dp_pid);
+    let me_cpu0 = own_cpu_ns();
+    let t = Instant::now();
+    let read = kbng_control::radius::accounting::read_counters(c, &ids).await;
+    let secs = t.elapsed().as_secs_f64();
+    let dp_cpu = dataplane_control_cpu_ns(dp_pid).saturating_sub(dp_cpu0) as f64 / 1e9;
+    let me_cpu = own_cpu_ns().saturating_sub(me_cpu0) as f64 / 1e9;
+    let rate = read.len() as f64 / secs;
+    // A million sessions read every 30 s (countersReadSecs' default), beside their interims.
+    let needed = 1_000_000.0 / 30.0;
+    json!({
+        "figure": "session counters read over gRPC, as the accounting reads them (1,000 a request)",
+        "unit": "sessions/s",
+        "value": rate,
+        "sessions": n,
+        "read": read.len(),
+        "secs": secs,
+        "completion": read.len() as f64 / n.max(1) as f64,
+        "offered_headroom": 1.0,
+        "offered_note": "closed loop: one client, one request in flight; offered = answered",
+        "limited_by": limited_by(secs, me_cpu, dp_cpu, "GetCounters waiting"),
+        "client_cpu_secs": me_cpu,
+        "dataplane_control_cpu_secs": dp_cpu,
+        "share_for_1m_sessions_every_30s": needed / rate,
+    })
 }
 
 /// Resident bytes per installed session, from the first batch size's full install.
@@ -347,8 +401,8 @@ fn main() -> anyhow::Result<()> {
         .await?;
         let rss_started = resident_bytes(dp_pid)?;
         let mut figures = Vec::new();
-        for &b in &batches {
-            figures.push(run_batch(&mut c, dp_pid, n, b).await?);
+        for (i, &b) in batches.iter().enumerate() {
+            figures.extend(run_batch(&mut c, dp_pid, n, b, i == 0).await?);
         }
         if let Some(installed) = figures
             .first()
