@@ -356,6 +356,13 @@ if [[ $lease19 == 600 && $again19 == True ]] && wait_for 15 reauthorized_twice &
     ! detail_has "$asid19" Stop True && reach c19; then
     ok "Termination-Action RADIUS-Request: c19 is authorized again at each 3 s Session-Timeout and goes on (session $id19, lease $lease19 s, no Stop)"; else
     bad "a session authorized again at its Session-Timeout goes on" "ip=$ip19 id=$id19 now=$(session_of "$ip19" id) lease=$lease19 reauthorizeAtEnd=$again19 accepted=$(($(counter "re-authorization accepted") - reauth0)) $(detail | py "[r.get('Acct-Status-Type') for r in d if r.get('Acct-Session-Id') == '$asid19']")"; fi
+# A CoA sets Termination-Action back to Default with a 2 s Session-Timeout: c19 ends then.
+out=$(coa coa "$das_secret" "Acct-Session-Id = \"$asid19\"" 'Session-Timeout = 2' 'Termination-Action = Default')
+# (None: the session already ended.)
+if grep -q 'Received CoA-ACK' <<<"$out" && [[ $(session_of "$ip19" reauthorizeAtEnd) =~ ^(False|None)$ ]] &&
+    wait_for 8 detail_has "$asid19" Stop "r.get('Acct-Terminate-Cause') == 'Session-Timeout'"; then
+    ok "a CoA's Termination-Action Default with Session-Timeout 2 ends c19 then (Stop with Session-Timeout)"; else
+    bad "a CoA's Termination-Action Default ends the session at its Session-Timeout" "$(tail -3 <<<"$out") $(detail | py "[r.get('Acct-Status-Type') for r in d if r.get('Acct-Session-Id') == '$asid19']")"; fi
 
 # ---- the address from the Access-Accept: c12's Framed-IP-Address is in p0's exclusion (where
 # fixed addresses are kept), c13's Framed-Pool names p1; c14 asks for c12's address while c12

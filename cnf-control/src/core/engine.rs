@@ -1344,21 +1344,29 @@ impl Engine {
         out
     }
 
-    /// CoA: bound session `id` may last `secs` more from now (0: without limit). Renewals are
-    /// cut to it, and a lease granted before that outlasts it ends at it (Stop with
+    /// CoA: bound session `id` may last `secs` more from now (0: without limit), and at that
+    /// end is authorized again (`reauthorize`, Termination-Action RADIUS-Request) or ended
+    /// (Default); `None` leaves either as it was. Renewals are cut to an end where the
+    /// session ends, and a lease granted before that outlasts it ends at it (Stop with
     /// Session-Timeout). `None` when no bound session has that id.
     pub fn set_session_timeout(
         &mut self,
         id: SessionId,
-        secs: u32,
+        secs: Option<u32>,
+        reauthorize: Option<bool>,
         now_ns: u64,
     ) -> Option<Vec<Output>> {
         self.sessions.get(&id)?.state.bound()?;
-        self.end_after(id, secs, now_ns);
+        if let Some(secs) = secs {
+            self.end_after(id, secs, now_ns);
+            self.count("session timeout changed");
+        }
+        if let Some(again) = reauthorize {
+            self.sessions.get_mut(&id)?.reauthorize_at_end = again;
+            self.count("termination action changed");
+        }
         let s = self.sessions.get(&id)?;
-        let out = vec![Output::Persist(Box::new(s.clone()))];
-        self.count("session timeout changed");
-        Some(out)
+        Some(vec![Output::Persist(Box::new(s.clone()))])
     }
 
     /// Session `id` ends `secs` from `now_ns` (0: without limit). Leases are cut to its end,

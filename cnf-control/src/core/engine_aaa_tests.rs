@@ -317,14 +317,19 @@ fn a_coa_session_timeout_ends_a_session_whose_lease_outlasts_it() {
     assert_eq!(replies(&out).pop().and_then(|a| a.lease_secs), Some(600));
     let ip = installed(&out).expect("installed").ip;
     // At 10 s a CoA allows 20 s more: the 600 s lease no longer decides.
-    let out = e.set_session_timeout(id, 20, 10 * S).expect("bound");
+    let out = e
+        .set_session_timeout(id, Some(20), None, 10 * S)
+        .expect("bound");
     assert!(matches!(out.as_slice(), [Output::Persist(s)] if s.ends_at_ns.is_some()));
     // A renewal gets what is left.
     assert_eq!(renewal_lease(&mut e, ip, 15 * S), Some(15));
     assert!(!stopped(&e.tick(29 * S), None));
     let out = e.tick(30 * S);
     assert!(stopped(&out, Some(EndReason::SessionTimeout)), "{out:?}");
-    assert!(e.set_session_timeout(id, 20, 31 * S).is_none(), "not bound");
+    assert!(
+        e.set_session_timeout(id, Some(20), None, 31 * S).is_none(),
+        "not bound"
+    );
 }
 
 #[test]
@@ -339,14 +344,16 @@ fn a_coa_session_timeout_of_zero_lifts_the_limit_and_a_restore_keeps_one() {
     };
     let out = answer_and_bind(&mut e, id, limited, 1, 1);
     let ip = installed(&out).expect("installed").ip;
-    e.set_session_timeout(id, 0, 2 * S).expect("bound");
+    e.set_session_timeout(id, Some(0), None, 2 * S)
+        .expect("bound");
     assert_eq!(e.session(id).and_then(|s| s.ends_at_ns), None);
     // The renewal gets the pool's whole lease again; past the old limit nothing ends.
     assert_eq!(renewal_lease(&mut e, ip, 60 * S), Some(600));
     e.tick(200 * S);
     assert_eq!(e.session(id).map(|s| s.state.name()), Some("active"));
 
-    e.set_session_timeout(id, 50, 300 * S).expect("bound");
+    e.set_session_timeout(id, Some(50), None, 300 * S)
+        .expect("bound");
     let stored: Vec<Session> = e.list(0, 100, |_| true).cloned().collect();
     let mut e2 = engine(UnknownPolicy::Captive);
     assert!(e2.restore(stored, e.next_id()).is_empty());

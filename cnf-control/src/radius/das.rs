@@ -1,6 +1,7 @@
 //! The Dynamic Authorization Server (RFC 5176): CoA-Request changes a live session's plan,
-//! its Session-Timeout (from now), its Idle-Timeout, the Class its accounting carries, or
-//! several at once; Disconnect-Request ends it.
+//! its Session-Timeout (from now), its Termination-Action (authorized again at that timeout,
+//! or ended), its Idle-Timeout, the Class its accounting carries, or several at once;
+//! Disconnect-Request ends it.
 //!
 //! - Only configured clients are heard; a request from anyone else, or whose authenticator
 //!   does not verify with that client's secret, is silently discarded and counted (§3, §5):
@@ -9,8 +10,9 @@
 //!   MAC User-Name (§3), all of which must match. None of them: NAK 402 Missing-Attribute; no
 //!   such session: 503 Session-Context-Not-Found; a NAS-Identifier or NAS-IP-Address that is
 //!   not ours: 403 NAS-Identification-Mismatch; a CoA with none of a plan, a
-//!   Session-Timeout, an Idle-Timeout or a Class: 402; a plan name the control does not know, or a
-//!   Session-Timeout or Idle-Timeout that is not 4 bytes: 407 Invalid-Attribute-Value; an
+//!   Session-Timeout, a Termination-Action, an Idle-Timeout or a Class: 402; a plan name the
+//!   control does not know, or a Session-Timeout, Termination-Action or Idle-Timeout that is
+//!   not 4 bytes: 407 Invalid-Attribute-Value; an
 //!   Idle-Timeout while accounting is off: 401 Unsupported-Attribute (idleness is read from
 //!   the counters the accounting reads). A CoA's Class values replace the Access-Accept's in
 //!   the session's accounting from then on (a change of service billed apart); with
@@ -25,7 +27,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kbng_wire::radius::attr;
+use kbng_wire::radius::{attr, value};
 use kbng_wire::radius_coa::error_cause;
 use kbng_wire::{CoaKind, CoaRequest, WireError};
 use tokio::net::UdpSocket;
@@ -56,6 +58,9 @@ pub struct DasRequest {
     pub plan: Option<String>,
     /// Session-Timeout: the seconds the session may last from now (0: without limit).
     pub session_timeout_secs: Option<u32>,
+    /// Termination-Action: whether the session is authorized again at its Session-Timeout
+    /// (RADIUS-Request) or ended there (Default).
+    pub reauthorize: Option<bool>,
     /// Idle-Timeout: the seconds without upstream traffic that end the session, counted from
     /// now (0: without limit). The RADIUS task watches it, not the engine.
     pub idle_timeout_secs: Option<u32>,
@@ -69,6 +74,7 @@ impl DasRequest {
     fn changes_something(&self) -> bool {
         self.plan.is_some()
             || self.session_timeout_secs.is_some()
+            || self.reauthorize.is_some()
             || self.idle_timeout_secs.is_some()
             || self.class.is_some()
     }
@@ -127,6 +133,8 @@ pub fn interpret(cfg: &RadiusConfig, req: &CoaRequest) -> Result<DasRequest, u32
         selector,
         plan: plan_of(cfg.plan_attribute, &req.attributes),
         session_timeout_secs: seconds(attr::SESSION_TIMEOUT)?,
+        reauthorize: seconds(attr::TERMINATION_ACTION)?
+            .map(|v| v == value::TERMINATION_RADIUS_REQUEST),
         idle_timeout_secs: seconds(attr::IDLE_TIMEOUT)?,
         class: (cfg.accounting && !class.is_empty()).then_some(class),
     };
@@ -212,8 +220,8 @@ pub fn apply(engine: &mut Engine, req: &DasRequest, now_ns: u64) -> Applied {
         },
         None => vec![],
     };
-    if let Some(secs) = req.session_timeout_secs {
-        match engine.set_session_timeout(id, secs, now_ns) {
+    if req.session_timeout_secs.is_some() || req.reauthorize.is_some() {
+        match engine.set_session_timeout(id, req.session_timeout_secs, req.reauthorize, now_ns) {
             Some(more) => out.extend(more),
             None => return Applied::nak(out, not_found),
         }
@@ -420,6 +428,49 @@ mod tests {
     }
 
     #[test]
+    fn a_termination_action_alone_is_a_change() {
+        let c = cfg();
+        let action = |v: u32| {
+            coa(|b| {
+                b.framed_ip_address(Ipv4Addr::new(100, 64, 0, 4)).unwrap();
+                b.attr(attr::TERMINATION_ACTION, &v.to_be_bytes()).unwrap();
+            })
+        };
+        let r = interpret(&c, &action(1)).unwrap();
+        assert_eq!((r.session_timeout_secs, r.reauthorize), (None, Some(true)));
+        assert_eq!(interpret(&c, &action(0)).unwrap().reauthorize, Some(false));
+    }
+
+    #[test]
+    fn apply_sets_the_termination_action_with_or_without_a_timeout() {
+        let (mut e, id, ip, _) = bound_engine();
+        let coa = DasRequest {
+            kind: CoaKind::Coa,
+            selector: Selector {
+                ip: Some(ip),
+                ..Selector::default()
+            },
+            plan: None,
+            session_timeout_secs: Some(60),
+            reauthorize: Some(true),
+            idle_timeout_secs: None,
+            class: None,
+        };
+        assert_eq!(apply(&mut e, &coa, 1).answer, DasAnswer::Ack);
+        let s = e.session(id).unwrap();
+        assert!(s.reauthorize_at_end && s.ends_at_ns.is_some());
+        // Default again, the timeout kept: the session ends at it.
+        let coa = DasRequest {
+            session_timeout_secs: None,
+            reauthorize: Some(false),
+            ..coa
+        };
+        assert_eq!(apply(&mut e, &coa, 2).answer, DasAnswer::Ack);
+        let s = e.session(id).unwrap();
+        assert!(!s.reauthorize_at_end && s.ends_at_ns.is_some());
+    }
+
+    #[test]
     fn an_idle_timeout_alone_is_a_change_which_needs_accounting() {
         let mut c = cfg();
         let ip = Ipv4Addr::new(100, 64, 0, 4);
@@ -475,6 +526,7 @@ mod tests {
             },
             plan: Some("platinum".into()),
             session_timeout_secs: Some(60),
+            reauthorize: None,
             idle_timeout_secs: Some(300),
             class: None,
         };
@@ -588,6 +640,7 @@ mod tests {
             },
             plan: Some("silver".into()),
             session_timeout_secs: None,
+            reauthorize: None,
             idle_timeout_secs: None,
             class: None,
         };
