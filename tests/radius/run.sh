@@ -352,10 +352,29 @@ ip19=$(addr_of c19)
 id19=$(session_of "$ip19" id) lease19=$(session_of "$ip19" leaseSecs) again19=$(session_of "$ip19" reauthorizeAtEnd)
 asid19=$(printf '%016x' "${id19:-0}")
 reauthorized_twice() { (($(counter "re-authorization accepted") >= reauth0 + 2)); }
+# FreeRADIUS (-X) logged an Access-Request naming the running session and its address.
+asked_again() {
+    /usr/bin/python3 - "$tmp/freeradius.log" "$asid19" "$ip19" <<'PY'
+import re, sys
+log, asid, ip = sys.argv[1:]
+kind, attrs = {}, {}
+for line in open(log, errors="replace"):
+    m = re.match(r"\((\d+)\)\s+(.*)", line)
+    if not m:
+        continue
+    n, rest = m.groups()
+    if rest.startswith("Received "):
+        kind[n], attrs[n] = rest.split()[1], set()
+    elif n in attrs:
+        attrs[n].add(rest.strip())
+want = {f'Acct-Session-Id = "{asid}"', f"Framed-IP-Address = {ip}"}
+sys.exit(0 if any(kind[n] == "Access-Request" and want <= a for n, a in attrs.items()) else 1)
+PY
+}
 if [[ $lease19 == 600 && $again19 == True ]] && wait_for 15 reauthorized_twice && [[ $(session_of "$ip19" id) == "$id19" ]] &&
-    ! detail_has "$asid19" Stop True && reach c19; then
-    ok "Termination-Action RADIUS-Request: c19 is authorized again at each 3 s Session-Timeout and goes on (session $id19, lease $lease19 s, no Stop)"; else
-    bad "a session authorized again at its Session-Timeout goes on" "ip=$ip19 id=$id19 now=$(session_of "$ip19" id) lease=$lease19 reauthorizeAtEnd=$again19 accepted=$(($(counter "re-authorization accepted") - reauth0)) $(detail | py "[r.get('Acct-Status-Type') for r in d if r.get('Acct-Session-Id') == '$asid19']")"; fi
+    ! detail_has "$asid19" Stop True && asked_again && reach c19; then
+    ok "Termination-Action RADIUS-Request: c19 is authorized again at each 3 s Session-Timeout (Access-Requests naming its Acct-Session-Id and address) and goes on (session $id19, lease $lease19 s, no Stop)"; else
+    bad "a session authorized again at its Session-Timeout goes on" "ip=$ip19 id=$id19 now=$(session_of "$ip19" id) lease=$lease19 reauthorizeAtEnd=$again19 accepted=$(($(counter "re-authorization accepted") - reauth0)) asked_again=$(asked_again && echo yes) $(detail | py "[r.get('Acct-Status-Type') for r in d if r.get('Acct-Session-Id') == '$asid19']")"; fi
 # A CoA sets Termination-Action back to Default with a 2 s Session-Timeout: c19 ends then.
 out=$(coa coa "$das_secret" "Acct-Session-Id = \"$asid19\"" 'Session-Timeout = 2' 'Termination-Action = Default')
 # (None: the session already ended.)

@@ -91,14 +91,23 @@ pub fn nas_attributes(cfg: &RadiusConfig, s: &Subject) -> Vec<(u8, Vec<u8>)> {
     a
 }
 
-/// The Access-Request for `s`.
-pub fn access_request(cfg: &RadiusConfig, s: &Subject) -> Req {
+/// The Access-Request for `s`; `bound` is its address when it is already bound (asked again
+/// at its Session-Timeout, Termination-Action RADIUS-Request). Acct-Session-Id is the one its
+/// accounting carries, so that a server can tie the two (RFC 2866 §5.5).
+pub fn access_request(cfg: &RadiusConfig, s: &Subject, bound: Option<Ipv4Addr>) -> Req {
     let name = user_name(cfg, s);
     let password = cfg.password.clone().unwrap_or_else(|| name.clone());
-    let mut attrs = vec![(
-        attr::SERVICE_TYPE,
-        value::SERVICE_TYPE_FRAMED.to_be_bytes().to_vec(),
-    )];
+    let mut attrs = vec![
+        (
+            attr::SERVICE_TYPE,
+            value::SERVICE_TYPE_FRAMED.to_be_bytes().to_vec(),
+        ),
+        (
+            attr::ACCT_SESSION_ID,
+            super::accounting::acct_session_id(s.id).into_bytes(),
+        ),
+    ];
+    attrs.extend(bound.map(|ip| (attr::FRAMED_IP_ADDRESS, ip.octets().to_vec())));
     attrs.extend(nas_attributes(cfg, s));
     Req::Auth {
         session: s.id,
@@ -269,7 +278,7 @@ pub(crate) mod tests {
     #[test]
     fn access_request_carries_the_subscriber_and_the_nas() {
         let c = cfg();
-        let req = access_request(&c, &subject());
+        let req = access_request(&c, &subject(), None);
         let ra = [9u8; 16];
         let bytes = req.build(17, ra, b"s3cret").unwrap();
         let p = RadiusPacket::new_checked(&bytes[..]).unwrap();
@@ -286,6 +295,11 @@ pub(crate) mod tests {
         assert_eq!(p.attr(attr::NAS_PORT_TYPE), Some(&15u32.to_be_bytes()[..]));
         assert_eq!(p.attr(attr::NAS_PORT_ID), Some(&b"dp0/port1:100"[..]));
         assert_eq!(
+            p.attr(attr::ACCT_SESSION_ID),
+            Some(&b"0000000000000005"[..])
+        );
+        assert_eq!(p.attr(attr::FRAMED_IP_ADDRESS), None, "not bound yet");
+        assert_eq!(
             p.vendor_attr(vendor::DSL_FORUM, vendor::AGENT_CIRCUIT_ID),
             Some(&b"eth0/1:100"[..])
         );
@@ -300,11 +314,21 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_reauthorization_names_the_bound_address() {
+        let ip = Ipv4Addr::new(100, 64, 0, 7);
+        let bytes = access_request(&cfg(), &subject(), Some(ip))
+            .build(1, [1; 16], b"s3cret")
+            .unwrap();
+        let p = RadiusPacket::new_checked(&bytes[..]).unwrap();
+        assert_eq!(p.attr(attr::FRAMED_IP_ADDRESS), Some(&ip.octets()[..]));
+    }
+
+    #[test]
     fn chap_sends_a_response_to_its_own_challenge_and_no_user_password() {
         let mut c = cfg();
         c.auth_method = AuthMethod::Chap;
         let ra = [3u8; 16];
-        let bytes = access_request(&c, &subject())
+        let bytes = access_request(&c, &subject(), None)
             .build(9, ra, b"s3cret")
             .unwrap();
         let p = RadiusPacket::new_checked(&bytes[..]).unwrap();

@@ -109,7 +109,11 @@ impl Request for Req {
 /// From the engine task to the RADIUS task.
 #[derive(Debug)]
 pub enum RadiusCmd {
-    Authorize(Subject),
+    /// An Access-Request; `bound` is the session's address when it is already bound.
+    Authorize {
+        subject: Subject,
+        bound: Option<Ipv4Addr>,
+    },
     Start(AcctSession),
     Stop {
         id: SessionId,
@@ -248,9 +252,10 @@ impl Link {
     /// Hand an engine output that concerns RADIUS to the RADIUS task; returns whether it did.
     pub fn forward(&self, engine: &Engine, o: &Output) -> bool {
         let cmd = match o {
-            Output::Authorize { id, .. } => engine
-                .session(*id)
-                .map(|s| RadiusCmd::Authorize(subject(s))),
+            Output::Authorize { id, .. } => engine.session(*id).map(|s| RadiusCmd::Authorize {
+                subject: subject(s),
+                bound: s.state.bound().map(|(l, _)| l.ip),
+            }),
             Output::Accounting { .. } if !self.cfg.accounting => None,
             Output::Accounting {
                 id,

@@ -312,9 +312,9 @@ impl Task {
 
     fn command(&mut self, c: RadiusCmd) -> Vec<Done<Req>> {
         match c {
-            RadiusCmd::Authorize(s) => {
+            RadiusCmd::Authorize { subject, bound } => {
                 self.tally.add("RADIUS Access-Requests");
-                let r = auth::access_request(&self.cfg, &s);
+                let r = auth::access_request(&self.cfg, &subject, bound);
                 self.send(r).into_iter().collect()
             }
             RadiusCmd::Start(mut s) => {
