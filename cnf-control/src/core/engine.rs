@@ -103,6 +103,17 @@ pub struct Session {
     pub last_offer_ns: u64,
 }
 
+impl Session {
+    /// Who the AAA is asked about.
+    pub fn identity(&self) -> Identity {
+        Identity {
+            mac: self.mac,
+            circuit_id: self.circuit_id.clone(),
+            remote_id: self.remote_id.clone(),
+        }
+    }
+}
+
 /// A session as a dataplane holds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DpSession {
@@ -1113,14 +1124,10 @@ impl Engine {
         };
         let dataplane = s.line.dataplane;
         match a {
-            Action::Authorize => {
-                let identity = Identity {
-                    mac: s.mac,
-                    circuit_id: s.circuit_id.clone(),
-                    remote_id: s.remote_id.clone(),
-                };
-                out.push(Output::Authorize { id, identity });
-            }
+            Action::Authorize => out.push(Output::Authorize {
+                id,
+                identity: s.identity(),
+            }),
             Action::SendAck { .. } if self.relay.is_some() => self.relay_send_ack(id, out),
             Action::SendOffer { .. } | Action::SendAck { .. } | Action::SendNak { .. } => {
                 let (kind, yi) = match a {

@@ -7,9 +7,9 @@
 //! not disconnect every subscriber whose timeout falls in it.
 
 use super::super::SessionId;
-use super::super::aaa::{AuthOutcome, Identity};
+use super::super::aaa::AuthOutcome;
 use super::super::session::Event;
-use super::{Engine, Output};
+use super::{Engine, Output, Session};
 
 /// When no server answered a re-authorization, the next one is this far away.
 pub(super) const RETRY_UNANSWERED_SECS: u32 = 60;
@@ -19,18 +19,12 @@ impl Engine {
     /// RADIUS-Request: asks the AAA again, once. Its end stays as it was until the answer sets
     /// the next, so that a restart meanwhile asks again.
     pub(super) fn reauthorize_at_timeout(&mut self, id: SessionId, out: &mut Vec<Output>) {
-        let Some(s) = self.sessions.get(&id) else {
+        let Some(identity) = self.sessions.get(&id).map(Session::identity) else {
             return;
         };
-        if self.reauthorizing.contains(&id) {
+        if !self.reauthorizing.insert(id) {
             return;
         }
-        let identity = Identity {
-            mac: s.mac,
-            circuit_id: s.circuit_id.clone(),
-            remote_id: s.remote_id.clone(),
-        };
-        self.reauthorizing.insert(id);
         self.count("re-authorization at Session-Timeout");
         out.push(Output::Authorize { id, identity });
     }

@@ -445,16 +445,9 @@ mod tests {
     fn apply_sets_the_termination_action_with_or_without_a_timeout() {
         let (mut e, id, ip, _) = bound_engine();
         let coa = DasRequest {
-            kind: CoaKind::Coa,
-            selector: Selector {
-                ip: Some(ip),
-                ..Selector::default()
-            },
-            plan: None,
             session_timeout_secs: Some(60),
             reauthorize: Some(true),
-            idle_timeout_secs: None,
-            class: None,
+            ..coa_to(ip)
         };
         assert_eq!(apply(&mut e, &coa, 1).answer, DasAnswer::Ack);
         let s = e.session(id).unwrap();
@@ -519,16 +512,10 @@ mod tests {
     fn apply_sets_the_timeouts_unless_the_plan_is_refused() {
         let (mut e, id, ip, _) = bound_engine();
         let coa = DasRequest {
-            kind: CoaKind::Coa,
-            selector: Selector {
-                ip: Some(ip),
-                ..Selector::default()
-            },
             plan: Some("platinum".into()),
             session_timeout_secs: Some(60),
-            reauthorize: None,
             idle_timeout_secs: Some(300),
-            class: None,
+            ..coa_to(ip)
         };
         let a = apply(&mut e, &coa, 1);
         assert_eq!(
@@ -561,6 +548,22 @@ mod tests {
             e.session(id).and_then(|s| s.ends_at_ns).map(|t| t.get()),
             Some(1 + 60 * crate::core::session::NS_PER_SEC)
         );
+    }
+
+    /// A CoA for the session at `ip` that changes nothing yet.
+    fn coa_to(ip: Ipv4Addr) -> DasRequest {
+        DasRequest {
+            kind: CoaKind::Coa,
+            selector: Selector {
+                ip: Some(ip),
+                ..Selector::default()
+            },
+            plan: None,
+            session_timeout_secs: None,
+            reauthorize: None,
+            idle_timeout_secs: None,
+            class: None,
+        }
     }
 
     /// An engine with one session bound by an external Accept: (engine, id, ip, mac).
@@ -633,16 +636,8 @@ mod tests {
     fn apply_changes_the_plan_then_disconnects() {
         let (mut e, _, ip, _) = bound_engine();
         let coa = DasRequest {
-            kind: CoaKind::Coa,
-            selector: Selector {
-                ip: Some(ip),
-                ..Selector::default()
-            },
             plan: Some("silver".into()),
-            session_timeout_secs: None,
-            reauthorize: None,
-            idle_timeout_secs: None,
-            class: None,
+            ..coa_to(ip)
         };
         let Applied { out, answer: a, .. } = apply(&mut e, &coa, 1);
         assert_eq!(a, DasAnswer::Ack);
