@@ -12,9 +12,8 @@
 //!   not ours: 403 NAS-Identification-Mismatch; a CoA with none of a plan, a
 //!   Session-Timeout, a Termination-Action, an Idle-Timeout or a Class: 402; a plan name the
 //!   control does not know, or a Session-Timeout, Termination-Action or Idle-Timeout that is
-//!   not 4 bytes: 407 Invalid-Attribute-Value; an
-//!   Idle-Timeout while accounting is off: 401 Unsupported-Attribute (idleness is read from
-//!   the counters the accounting reads). A CoA's Class values replace the Access-Accept's in
+//!   not 4 bytes: 407 Invalid-Attribute-Value; an Idle-Timeout while accounting is off: 401
+//!   Unsupported-Attribute (idleness is read from the counters the accounting reads). A CoA's Class values replace the Access-Accept's in
 //!   the session's accounting from then on (a change of service billed apart); with
 //!   accounting off they are ignored. Other attributes are ignored.
 //! - A retransmitted request (same source, identifier and authenticator) gets the cached
