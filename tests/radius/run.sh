@@ -414,6 +414,23 @@ if [[ $ip14 == 100.64.0.* && $ip14 != 100.64.0.201 && $(session_of "$ip14" capti
     bad "c14, given the address c12 holds, is captive" "ip=$ip14 captive=$(session_of "$ip14" captive) unavailable=$(counter "Framed-IP-Address unavailable")"; fi
 check "the dataplane holds c12, c13 and c14 as the control does (audit clean)" audit_clean
 
+# ---- a CoA's Acct-Interim-Interval: c12 has no interims; a CoA asks for one every 2 s and
+# they come; another sets 0 and they stop
+interims12() { detail | py "sum(1 for r in d if r.get('Acct-Session-Id') == '$asid12' and r.get('Acct-Status-Type') == 'Interim-Update')"; }
+two_interims12() { (($(interims12) >= 2)); }
+out=$(coa coa "$das_secret" "Acct-Session-Id = \"$asid12\"" 'Acct-Interim-Interval = 2')
+if grep -q 'Received CoA-ACK' <<<"$out" && wait_for 8 two_interims12; then
+    out=$(coa coa "$das_secret" "Acct-Session-Id = \"$asid12\"" 'Acct-Interim-Interval = 0')
+    sleep 0.5 # an interim read just before the CoA may still be on its way
+    n12=$(interims12)
+    sleep 5
+    if grep -q 'Received CoA-ACK' <<<"$out" && (($(interims12) == n12)); then
+        ok "a CoA's Acct-Interim-Interval starts c12's interims (every 2 s) and another's 0 stops them"; else
+        bad "a CoA's Acct-Interim-Interval 0 stops c12's interims" "interims $n12 then $(interims12); $(tail -2 <<<"$out")"; fi
+else
+    bad "a CoA's Acct-Interim-Interval starts c12's interims" "interims=$(interims12); $(tail -2 <<<"$out")"
+fi
+
 # ---- Idle-Timeout: c15's Access-Accept allows 4 s without upstream traffic. While it fetches
 # every half second for 8 s it stays; once it stops, it ends with Stop Idle-Timeout
 # udhcpc stays running (no -q): it keeps its lease after the session ends, as a CPE would.

@@ -138,6 +138,17 @@ pub struct AcctSession {
     /// With an Idle-Timeout: the last sighting of upstream traffic, kept so that a control
     /// restart does not start the idle count afresh.
     pub idle_seen: Option<IdleSeen>,
+    /// Which of the RADIUS task's schedules hold an entry for it (not kept).
+    pub queued: Queued,
+}
+
+/// Whether a session is in the RADIUS task's interim and read schedules: each holds at most
+/// one entry per session, which reschedules itself, so a change of interval that starts a
+/// schedule must know whether one runs already.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Queued {
+    pub interim: bool,
+    pub read: bool,
 }
 
 /// The upstream packets (in the totals) a session had when its traffic was last seen to move,
@@ -355,6 +366,7 @@ pub(crate) mod tests {
             class: vec![b"billing-1".to_vec(), vec![0, 0xff]],
             idle_secs: 0,
             idle_seen: None,
+            queued: Default::default(),
         }
     }
 

@@ -1,7 +1,7 @@
 //! The Dynamic Authorization Server (RFC 5176): CoA-Request changes a live session's plan,
 //! its Session-Timeout (from now), its Termination-Action (authorized again at that timeout,
-//! or ended), its Idle-Timeout, the Class its accounting carries, or several at once;
-//! Disconnect-Request ends it.
+//! or ended), its Idle-Timeout, its Acct-Interim-Interval, the Class its accounting carries,
+//! or several at once; Disconnect-Request ends it.
 //!
 //! - Only configured clients are heard; a request from anyone else, or whose authenticator
 //!   does not verify with that client's secret, is silently discarded and counted (§3, §5):
@@ -10,10 +10,11 @@
 //!   MAC User-Name (§3), all of which must match. None of them: NAK 402 Missing-Attribute; no
 //!   such session: 503 Session-Context-Not-Found; a NAS-Identifier or NAS-IP-Address that is
 //!   not ours: 403 NAS-Identification-Mismatch; a CoA with none of a plan, a
-//!   Session-Timeout, a Termination-Action, an Idle-Timeout or a Class: 402; a plan name the
-//!   control does not know, or a Session-Timeout, Termination-Action or Idle-Timeout that is
-//!   not 4 bytes: 407 Invalid-Attribute-Value; an Idle-Timeout while accounting is off: 401
-//!   Unsupported-Attribute (idleness is read from the counters the accounting reads). A CoA's Class values replace the Access-Accept's in
+//!   Session-Timeout, a Termination-Action, an Idle-Timeout, an Acct-Interim-Interval or a
+//!   Class: 402; a plan name the control does not know, or one of those four that is not 4
+//!   bytes: 407 Invalid-Attribute-Value; an Idle-Timeout or Acct-Interim-Interval while
+//!   accounting is off: 401 Unsupported-Attribute (idleness is read from the counters the
+//!   accounting reads). A CoA's Class values replace the Access-Accept's in
 //!   the session's accounting from then on (a change of service billed apart); with
 //!   accounting off they are ignored. Other attributes are ignored.
 //! - A retransmitted request (same source, identifier and authenticator) gets the cached
@@ -63,6 +64,8 @@ pub struct DasRequest {
     /// Idle-Timeout: the seconds without upstream traffic that end the session, counted from
     /// now (0: without limit). The RADIUS task watches it, not the engine.
     pub idle_timeout_secs: Option<u32>,
+    /// Acct-Interim-Interval: the session's interims from its next one (0: none).
+    pub interim_secs: Option<u32>,
     /// Class: the values the session's accounting carries from now (RFC 2865 §5.25), in
     /// order; `None` when the CoA has none (the ones before stay) or accounting is off.
     pub class: Option<Vec<Vec<u8>>>,
@@ -75,6 +78,7 @@ impl DasRequest {
             || self.session_timeout_secs.is_some()
             || self.reauthorize.is_some()
             || self.idle_timeout_secs.is_some()
+            || self.interim_secs.is_some()
             || self.class.is_some()
     }
 }
@@ -135,12 +139,14 @@ pub fn interpret(cfg: &RadiusConfig, req: &CoaRequest) -> Result<DasRequest, u32
         reauthorize: seconds(attr::TERMINATION_ACTION)?
             .map(|v| v == value::TERMINATION_RADIUS_REQUEST),
         idle_timeout_secs: seconds(attr::IDLE_TIMEOUT)?,
+        interim_secs: seconds(attr::ACCT_INTERIM_INTERVAL)?,
         class: (cfg.accounting && !class.is_empty()).then_some(class),
     };
     if req.kind == CoaKind::Coa && !r.changes_something() {
         return Err(error_cause::MISSING_ATTRIBUTE);
     }
-    if req.kind == CoaKind::Coa && r.idle_timeout_secs.is_some() && !cfg.accounting {
+    let needs_accounting = r.idle_timeout_secs.is_some() || r.interim_secs.is_some();
+    if req.kind == CoaKind::Coa && needs_accounting && !cfg.accounting {
         return Err(error_cause::UNSUPPORTED_ATTRIBUTE);
     }
     Ok(r)
@@ -177,6 +183,8 @@ pub struct AcctChange {
     pub id: SessionId,
     /// Its Idle-Timeout from now (0: none).
     pub idle_secs: Option<u32>,
+    /// Its interim interval from its next interim (0: none).
+    pub interim_secs: Option<u32>,
     /// The Class values its accounting carries from now.
     pub class: Option<Vec<Vec<u8>>>,
 }
@@ -228,9 +236,13 @@ pub fn apply(engine: &mut Engine, req: &DasRequest, now_ns: u64) -> Applied {
     Applied {
         out,
         answer: DasAnswer::Ack,
-        acct: (req.idle_timeout_secs.is_some() || req.class.is_some()).then(|| AcctChange {
+        acct: (req.idle_timeout_secs.is_some()
+            || req.interim_secs.is_some()
+            || req.class.is_some())
+        .then(|| AcctChange {
             id,
             idle_secs: req.idle_timeout_secs,
+            interim_secs: req.interim_secs,
             class: req.class.clone(),
         }),
     }
@@ -427,6 +439,22 @@ mod tests {
     }
 
     #[test]
+    fn an_interim_interval_alone_is_a_change_which_needs_accounting() {
+        let mut c = cfg();
+        let interim = coa(|b| {
+            b.framed_ip_address(Ipv4Addr::new(100, 64, 0, 4)).unwrap();
+            b.attr(attr::ACCT_INTERIM_INTERVAL, &600u32.to_be_bytes())
+                .unwrap();
+        });
+        assert_eq!(interpret(&c, &interim).unwrap().interim_secs, Some(600));
+        c.accounting = false;
+        assert_eq!(
+            interpret(&c, &interim),
+            Err(error_cause::UNSUPPORTED_ATTRIBUTE)
+        );
+    }
+
+    #[test]
     fn a_termination_action_alone_is_a_change() {
         let c = cfg();
         let action = |v: u32| {
@@ -514,6 +542,7 @@ mod tests {
             plan: Some("platinum".into()),
             session_timeout_secs: Some(60),
             idle_timeout_secs: Some(300),
+            interim_secs: None,
             ..coa_to(ip)
         };
         let a = apply(&mut e, &coa, 1);
@@ -530,6 +559,7 @@ mod tests {
         let coa = DasRequest {
             plan: None,
             idle_timeout_secs: Some(300),
+            interim_secs: None,
             ..coa
         };
         let a = apply(&mut e, &coa, 1);
@@ -539,6 +569,7 @@ mod tests {
             Some(AcctChange {
                 id,
                 idle_secs: Some(300),
+                interim_secs: None,
                 class: None
             }),
             "the session the CoA named"
@@ -561,6 +592,7 @@ mod tests {
             session_timeout_secs: None,
             reauthorize: None,
             idle_timeout_secs: None,
+            interim_secs: None,
             class: None,
         }
     }

@@ -236,6 +236,7 @@ fn acct_session(cfg: &RadiusConfig, s: &Session) -> Option<AcctSession> {
         class: Vec::new(),
         idle_secs: 0,
         idle_seen: None,
+        queued: Default::default(),
     })
 }
 

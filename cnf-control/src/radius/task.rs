@@ -58,12 +58,15 @@ fn next_read(read_secs: u32, interim_secs: u32, now: Instant) -> Option<Instant>
 
 /// Takes the entries of `queue` due by `now` whose session is still accounted (ids are never
 /// reused, so a stopped session's entries are dropped here rather than searched for at its
-/// Stop), puts each back at `next` of its session, and groups them by dataplane.
+/// Stop), puts each back at `next` of its session (`queued` says whether it did), and groups
+/// them by dataplane: those it put back, since one whose schedule ended (an interval set to
+/// 0 meanwhile) is due for nothing more.
 fn take_due(
     queue: &mut BTreeSet<(Instant, SessionId)>,
-    sessions: &HashMap<SessionId, AcctSession>,
+    sessions: &mut HashMap<SessionId, AcctSession>,
     now: Instant,
     next: impl Fn(&AcctSession) -> Option<Instant>,
+    queued: impl Fn(&mut AcctSession) -> &mut bool,
 ) -> HashMap<u32, Vec<SessionId>> {
     let mut by_dp: HashMap<u32, Vec<SessionId>> = HashMap::new();
     while let Some(&(t, id)) = queue.first() {
@@ -71,13 +74,40 @@ fn take_due(
             break;
         }
         queue.pop_first();
-        let Some(s) = sessions.get(&id) else {
+        let Some(s) = sessions.get_mut(&id) else {
             continue;
         };
-        queue.extend(next(s).map(|t| (t, id)));
+        let Some(again) = next(s) else {
+            *queued(s) = false;
+            continue;
+        };
+        queue.insert((again, id));
         by_dp.entry(s.subject.line.dataplane).or_default().push(id);
     }
     by_dp
+}
+
+/// Puts session `s` (`id`) in the interim and read schedules, as its intervals ask.
+fn schedule(
+    due: &mut BTreeSet<(Instant, SessionId)>,
+    reads: &mut BTreeSet<(Instant, SessionId)>,
+    read_secs: u32,
+    id: SessionId,
+    s: &mut AcctSession,
+    now: Instant,
+) {
+    if !s.queued.interim
+        && let Some(t) = next_interim(s.interim_secs, now)
+    {
+        due.insert((t, id));
+        s.queued.interim = true;
+    }
+    if !s.queued.read
+        && let Some(t) = next_read(read_secs, s.interim_secs, now)
+    {
+        reads.insert((t, id));
+        s.queued.read = true;
+    }
 }
 
 /// Counters read for the sessions whose interim (or, with `idle`, idle check) is due.
@@ -173,10 +203,15 @@ impl Task {
         let mut sessions = HashMap::new();
         let mut idle = IdleWatch::default();
         let now_ns = crate::service::now_ns();
-        for s in restored {
-            due.extend(next_interim(s.interim_secs, now).map(|t| (t, s.subject.id)));
-            reads.extend(
-                next_read(cfg.counters_read_secs, s.interim_secs, now).map(|t| (t, s.subject.id)),
+        for mut s in restored {
+            let id = s.subject.id;
+            schedule(
+                &mut due,
+                &mut reads,
+                cfg.counters_read_secs,
+                id,
+                &mut s,
+                now,
             );
             // Idle since the kept sighting (time the control was down included); without
             // one (kept by an older build), from now.
@@ -339,10 +374,8 @@ impl Task {
                     w.send(acct_store::Op::Put(id, Kept::of(&s)));
                 }
                 let now = Instant::now();
-                let next = next_interim(s.interim_secs, now);
-                self.due.extend(next.map(|t| (t, id)));
-                let read = next_read(self.cfg.counters_read_secs, s.interim_secs, now);
-                self.reads.extend(read.map(|t| (t, id)));
+                let read_secs = self.cfg.counters_read_secs;
+                schedule(&mut self.due, &mut self.reads, read_secs, id, &mut s, now);
                 self.idle.watch(id, s.idle_secs, s.totals().in_packets, now);
                 self.sessions.insert(id, s);
                 self.tally.add("RADIUS Accounting Start");
@@ -462,6 +495,24 @@ impl Task {
                 Changer::Reauthorization => "RADIUS Idle-Timeout set by re-authorization",
             });
         }
+        if let Some(secs) = c.interim_secs {
+            // Taken up by the entry a schedule holds already (its next interim or read sets
+            // the one after at the new interval), or by a new one where none runs.
+            s.interim_secs = secs;
+            let read_secs = self.cfg.counters_read_secs;
+            schedule(
+                &mut self.due,
+                &mut self.reads,
+                read_secs,
+                c.id,
+                s,
+                Instant::now(),
+            );
+            self.tally.add(match by {
+                Changer::Coa => "RADIUS interim interval set by CoA",
+                Changer::Reauthorization => "RADIUS interim interval set by re-authorization",
+            });
+        }
         if let Some(class) = c.class {
             s.class = class;
             self.tally.add(match by {
@@ -478,9 +529,13 @@ impl Task {
     /// Start reading counters for the sessions whose interim is due.
     fn interims(&mut self, fetched_tx: &mpsc::Sender<Fetched>) {
         let now = Instant::now();
-        let by_dp = take_due(&mut self.due, &self.sessions, now, |s| {
-            next_interim(s.interim_secs, now)
-        });
+        let by_dp = take_due(
+            &mut self.due,
+            &mut self.sessions,
+            now,
+            |s| next_interim(s.interim_secs, now),
+            |s| &mut s.queued.interim,
+        );
         self.fetch(by_dp, Fetch::Interim, fetched_tx);
     }
 
@@ -492,9 +547,13 @@ impl Task {
         }
         self.reads_looked = now;
         let read_secs = self.cfg.counters_read_secs;
-        let by_dp = take_due(&mut self.reads, &self.sessions, now, |s| {
-            next_read(read_secs, s.interim_secs, now)
-        });
+        let by_dp = take_due(
+            &mut self.reads,
+            &mut self.sessions,
+            now,
+            |s| next_read(read_secs, s.interim_secs, now),
+            |s| &mut s.queued.read,
+        );
         self.fetch(by_dp, Fetch::Between, fetched_tx);
     }
 
@@ -702,11 +761,12 @@ impl Task {
                         .add("RADIUS Idle-Timeout not applied: accounting off");
                 }
                 if !acct.is_empty() && self.sessions.contains_key(&session) {
-                    // An accounted session authorized again (Termination-Action): its Class
-                    // and Idle-Timeout from now on; its interim interval stays.
+                    // An accounted session authorized again (Termination-Action): its Class,
+                    // Idle-Timeout and interim interval from now on, where the Accept sets them.
                     let change = das::AcctChange {
                         id: session,
                         idle_secs: acct.idle_secs,
+                        interim_secs: acct.interim_secs,
                         class: (!acct.class.is_empty()).then_some(acct.class),
                     };
                     self.change_acct(change, Changer::Reauthorization);
@@ -862,6 +922,7 @@ mod tests {
             class,
             idle_secs: 0,
             idle_seen: None,
+            queued: Default::default(),
         }
     }
 
@@ -938,11 +999,13 @@ mod tests {
             crate::radius::das::AcctChange {
                 id,
                 idle_secs: Some(0),
+                interim_secs: None,
                 class: None,
             },
             crate::radius::das::AcctChange {
                 id,
                 idle_secs: None,
+                interim_secs: None,
                 class: Some(class.clone()),
             },
         ] {
@@ -965,6 +1028,58 @@ mod tests {
         // Turned off.
         assert_eq!(next_read(0, 0, now), None);
         assert_eq!(next_read(0, 300, now), None);
+    }
+
+    #[test]
+    fn a_changed_interim_interval_never_runs_two_schedules() {
+        let now = Instant::now();
+        let (mut due, mut reads) = (BTreeSet::new(), BTreeSet::new());
+        let mut s = session(Vec::new());
+        let id = s.subject.id;
+        // No interims: read every 30 s.
+        schedule(&mut due, &mut reads, 30, id, &mut s, now);
+        assert_eq!((due.len(), reads.len()), (0, 1));
+        // A CoA asks for interims every 60 s: they start; the reads run on.
+        s.interim_secs = 60;
+        schedule(&mut due, &mut reads, 30, id, &mut s, now);
+        assert_eq!((due.len(), reads.len()), (1, 1));
+        // Off, then on again before the old entry came up: still one entry each.
+        s.interim_secs = 0;
+        schedule(&mut due, &mut reads, 30, id, &mut s, now);
+        s.interim_secs = 120;
+        schedule(&mut due, &mut reads, 30, id, &mut s, now);
+        assert_eq!((due.len(), reads.len()), (1, 1));
+        // The entry comes up and sets the next at the interval in force.
+        let mut sessions = HashMap::from([(id, s)]);
+        let later = now + Duration::from_secs(60);
+        let by_dp = take_due(
+            &mut due,
+            &mut sessions,
+            later,
+            |s| next_interim(s.interim_secs, later),
+            |s| &mut s.queued.interim,
+        );
+        assert_eq!(by_dp.get(&0).map(Vec::len), Some(1));
+        assert_eq!(
+            due.iter().map(|(t, _)| *t).collect::<Vec<_>>(),
+            [later + Duration::from_secs(120)]
+        );
+        // Turned off: the next entry that comes up ends the schedule, and a later change
+        // starts a new one.
+        sessions.get_mut(&id).unwrap().interim_secs = 0;
+        let end = later + Duration::from_secs(120);
+        take_due(
+            &mut due,
+            &mut sessions,
+            end,
+            |s| next_interim(s.interim_secs, end),
+            |s| &mut s.queued.interim,
+        );
+        assert!(due.is_empty() && !sessions[&id].queued.interim);
+        let s = sessions.get_mut(&id).unwrap();
+        s.interim_secs = 60;
+        schedule(&mut due, &mut reads, 30, id, s, end);
+        assert_eq!(due.len(), 1);
     }
 
     #[test]
