@@ -323,7 +323,7 @@ impl EngineTask {
         if cfg.subscribers_file.is_some() {
             // Started on it: in force, held, or rejected and started on the content kept
             // (`crate::subscribers_guard`).
-            crate::health_metrics::subscribers_file_rejected(subscribers_file.problem().is_some());
+            subscribers_file.report();
         }
         let committer = match Committer::start(Arc::new(store), dps.clone(), watch) {
             Ok(c) => c,

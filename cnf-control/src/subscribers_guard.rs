@@ -63,6 +63,11 @@ impl FileState {
             .as_deref()
             .or(self.held.as_ref().map(|h| h.why.as_str()))
     }
+
+    /// Sets the gauge `KbngSubscribersFileRejected` reads: 1 while the file is not in force.
+    pub fn report(&self) {
+        crate::health_metrics::subscribers_file_rejected(self.problem().is_some());
+    }
 }
 
 /// What a start does with the file it read.

@@ -24,14 +24,14 @@ impl Running {
                 );
                 self.engine.subscribers_file_rejected();
                 self.subscribers_file.rejected = Some(problem);
-                self.subscribers_file_gauge();
+                self.subscribers_file.report();
                 return;
             }
             FileEvent::InForce => {
                 // Back to the content last read: in force, or held as it was.
                 tracing::info!("subscribers file: back to the content last read");
                 self.subscribers_file.rejected = None;
-                self.subscribers_file_gauge();
+                self.subscribers_file.report();
                 return;
             }
         };
@@ -55,7 +55,7 @@ impl Running {
         } else {
             self.put_file_in_force(loaded, removed, b);
         }
-        self.subscribers_file_gauge();
+        self.subscribers_file.report();
     }
 
     /// A page of the records in force that the held content lacks, and how many there are
@@ -96,7 +96,7 @@ impl Running {
         );
         let records = held.loaded.store.len();
         self.put_file_in_force(held.loaded, removed, b);
-        self.subscribers_file_gauge();
+        self.subscribers_file.report();
         Ok(AcceptedFile { records, removed })
     }
 
@@ -118,9 +118,5 @@ impl Running {
         );
         b.store.push(StoreOp::SubscribersFile(loaded.text));
         self.engine.replace_subscribers(loaded.store);
-    }
-
-    fn subscribers_file_gauge(&self) {
-        crate::health_metrics::subscribers_file_rejected(self.subscribers_file.problem().is_some());
     }
 }
