@@ -129,7 +129,8 @@ pub enum RadiusCmd {
     Off {
         reply: oneshot::Sender<nas::OffOutcome>,
     },
-    /// A CoA changed a session's Idle-Timeout (0: none, counted from now) or Class.
+    /// A CoA changed a session's Idle-Timeout (0: none, counted from now), interim interval
+    /// or Class.
     CoaAccounting(das::AcctChange),
     /// The dataplane is stopping: read its sessions' counters while it still serves them.
     ReadCounters {

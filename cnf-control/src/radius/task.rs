@@ -620,14 +620,8 @@ impl Task {
             let (Some(s), Some(r)) = (self.sessions.get_mut(&id), f.counts.get(&id)) else {
                 continue;
             };
-            let before = s.raw;
-            s.read(*r);
             read += 1;
-            let packets = s.totals().in_packets;
-            if self.idle.note(id, Some(packets), now) {
-                s.idle_seen = Some(sighting(packets));
-            }
-            if s.raw != before
+            if take_reading(&mut self.idle, id, s, *r, now)
                 && let Some(w) = &self.kept
             {
                 w.send(acct_store::Op::Put(id, Kept::of(s)));
@@ -692,11 +686,7 @@ impl Task {
             };
             match f.counts.get(&id) {
                 Some(r) => {
-                    s.read(*r);
-                    let packets = s.totals().in_packets;
-                    if self.idle.note(id, Some(packets), now) {
-                        s.idle_seen = Some(sighting(packets));
-                    }
+                    take_reading(&mut self.idle, id, s, *r, now);
                     if let Some(w) = &self.kept {
                         w.send(acct_store::Op::Put(id, Kept::of(s)));
                     }
@@ -760,21 +750,24 @@ impl Task {
                     self.tally
                         .add("RADIUS Idle-Timeout not applied: accounting off");
                 }
-                if !acct.is_empty() && self.sessions.contains_key(&session) {
-                    // An accounted session authorized again (Termination-Action): its Class,
-                    // Idle-Timeout and interim interval from now on, where the Accept sets them.
-                    let change = das::AcctChange {
-                        id: session,
-                        idle_secs: acct.idle_secs,
-                        interim_secs: acct.interim_secs,
-                        class: (!acct.class.is_empty()).then_some(acct.class),
-                    };
-                    self.change_acct(change, Changer::Reauthorization);
-                } else if !acct.is_empty() {
-                    if self.accept_acct.len() >= ACCEPT_ACCT_MAX {
-                        self.accept_acct.clear();
+                if !acct.is_empty() {
+                    if self.sessions.contains_key(&session) {
+                        // An accounted session authorized again (Termination-Action): its
+                        // Class, Idle-Timeout and interim interval from now on, where the
+                        // Accept sets them.
+                        let change = das::AcctChange {
+                            id: session,
+                            idle_secs: acct.idle_secs,
+                            interim_secs: acct.interim_secs,
+                            class: (!acct.class.is_empty()).then_some(acct.class),
+                        };
+                        self.change_acct(change, Changer::Reauthorization);
+                    } else {
+                        if self.accept_acct.len() >= ACCEPT_ACCT_MAX {
+                            self.accept_acct.clear();
+                        }
+                        self.accept_acct.insert(session, acct);
                     }
-                    self.accept_acct.insert(session, acct);
                 }
                 (session, outcome)
             }
@@ -824,6 +817,24 @@ impl Task {
             .await
             .is_ok()
     }
+}
+
+/// Takes reading `r` into session `s`'s (`id`) totals and dates its activity for the idle
+/// watch; true when the reading moved (what is kept of the session changed).
+fn take_reading(
+    idle: &mut IdleWatch,
+    id: SessionId,
+    s: &mut AcctSession,
+    r: Reading,
+    now: Instant,
+) -> bool {
+    let before = s.raw;
+    s.read(r);
+    let packets = s.totals().in_packets;
+    if idle.note(id, Some(packets), now) {
+        s.idle_seen = Some(sighting(packets));
+    }
+    s.raw != before
 }
 
 /// A sighting of a session's upstream traffic at `packets`, now. The second is rounded up,
