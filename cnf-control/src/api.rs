@@ -290,6 +290,7 @@ async fn nodes(State(s): State<ApiState>, Path(i): Path<usize>) -> ApiResult {
             session_ids: vec![],
             include_nodes: true,
             include_workers: true,
+            ..Default::default()
         })
         .await
         .map_err(|e| err(StatusCode::BAD_GATEWAY, e.message().to_string()))?

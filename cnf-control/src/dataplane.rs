@@ -59,6 +59,16 @@ pub fn sessions_request(ids: Vec<SessionId>) -> pb::GetCountersRequest {
         session_ids: ids,
         include_nodes: false,
         include_workers: false,
+        last_read: false,
+    }
+}
+
+/// The last read a stopping dataplane waits for (`kbng_dataplane::stopping`): it asks for
+/// nothing, and once it is answered the dataplane stops.
+pub fn last_read_request() -> pb::GetCountersRequest {
+    pb::GetCountersRequest {
+        last_read: true,
+        ..sessions_request(Vec::new())
     }
 }
 
@@ -706,7 +716,7 @@ async fn session(
                             let _ = reply.send(d);
                         }
                         DpCmd::NothingToRead => {
-                            let _ = c.get_counters(sessions_request(Vec::new())).await;
+                            let _ = c.get_counters(last_read_request()).await;
                         }
                     }
                     if ops.len() < BATCH_MAX {

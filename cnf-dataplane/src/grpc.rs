@@ -3,7 +3,6 @@
 //! Every error leaves through `ApiError` (the contract's one mapping to `tonic::Status`).
 
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 
 use kbng_api::ApiError;
@@ -82,8 +81,8 @@ pub struct DataplaneService {
     /// Wakes worker 0, which transmits injected frames, from an idle back-off.
     inject_bell: Doorbell,
     paths: Arc<ControlPathCounters>,
-    /// GetCounters calls served (a stop waits for the control's last ones, `crate::stopping`).
-    counter_reads: Arc<AtomicU64>,
+    /// Told when the control's last read before a stop is answered (`crate::stopping`).
+    last_read: Arc<tokio::sync::Notify>,
 }
 
 impl DataplaneService {
@@ -106,13 +105,14 @@ impl DataplaneService {
             inject: Arc::new(StdMutex::new(inject)),
             inject_bell,
             paths: Arc::default(),
-            counter_reads: Arc::default(),
+            last_read: Arc::default(),
         }
     }
 
-    /// GetCounters calls served so far.
-    pub fn counter_reads(&self) -> u64 {
-        self.counter_reads.load(Ordering::Relaxed)
+    /// Woken once the control's last read before a stop (`GetCountersRequest.last_read`) has
+    /// been answered; a read that came before the wait began is not lost.
+    pub async fn last_read_served(&self) {
+        self.last_read.notified().await;
     }
 
     /// Tells the control on the Punt stream that this dataplane is stopping; false when no
@@ -264,6 +264,74 @@ impl DataplaneService {
             }
         }
         moved
+    }
+
+    /// The counters `req` asks for, summed over the workers.
+    async fn counters(
+        &self,
+        req: &pb::GetCountersRequest,
+    ) -> Result<pb::GetCountersResponse, Status> {
+        let c = self.control.lock().await;
+        let mut sessions = Vec::with_capacity(req.session_ids.len());
+        for id in &req.session_ids {
+            let slot = c
+                .shadow
+                .slot(*id)
+                .ok_or_else(|| status(ApiError::not_found("session", id)))?;
+            let s = c.session_counts(slot);
+            let dir = |d: usize| pb::ColourCounters {
+                green_packets: s.packets[d][0],
+                green_bytes: s.bytes[d][0],
+                yellow_packets: s.packets[d][1],
+                yellow_bytes: s.bytes[d][1],
+                red_packets: s.packets[d][2],
+                red_bytes: s.bytes[d][2],
+                dropped_packets: s.dropped[d],
+                dropped_bytes: s.dropped_bytes[d],
+            };
+            sessions.push(pb::SessionCounters {
+                session_id: *id,
+                upstream: Some(dir(0)),
+                downstream: Some(dir(1)),
+            });
+        }
+        let nodes = if req.include_nodes {
+            let mut v = c.node_counts();
+            self.paths.snapshot(&mut v);
+            v.into_iter()
+                .map(|(node, reason, value)| pb::NodeCounter {
+                    node: node.to_owned(),
+                    reason: reason.to_owned(),
+                    value,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let workers = if req.include_workers {
+            c.workers
+                .iter()
+                .enumerate()
+                .map(|(i, w)| pb::WorkerCounters {
+                    worker: i as u32,
+                    core: w.core,
+                    rx_packets: w.stats.rx_packets.get(),
+                    tx_packets: w.stats.tx_packets.get(),
+                    rx_bursts: w.stats.rx_bursts.get(),
+                    busy_cycles: w.stats.busy_cycles.get(),
+                    tx_dropped: w.stats.tx_dropped.get(),
+                    injected: w.stats.injected.get(),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Ok(pb::GetCountersResponse {
+            sessions,
+            nodes,
+            workers,
+            boot_id: self.identity.boot_id,
+        })
     }
 }
 
@@ -485,68 +553,11 @@ impl Dataplane for DataplaneService {
         r: Request<pb::GetCountersRequest>,
     ) -> Result<Response<pb::GetCountersResponse>, Status> {
         let req = r.into_inner();
-        self.counter_reads.fetch_add(1, Ordering::Relaxed);
-        let c = self.control.lock().await;
-        let mut sessions = Vec::with_capacity(req.session_ids.len());
-        for id in &req.session_ids {
-            let slot = c
-                .shadow
-                .slot(*id)
-                .ok_or_else(|| status(ApiError::not_found("session", id)))?;
-            let s = c.session_counts(slot);
-            let dir = |d: usize| pb::ColourCounters {
-                green_packets: s.packets[d][0],
-                green_bytes: s.bytes[d][0],
-                yellow_packets: s.packets[d][1],
-                yellow_bytes: s.bytes[d][1],
-                red_packets: s.packets[d][2],
-                red_bytes: s.bytes[d][2],
-                dropped_packets: s.dropped[d],
-                dropped_bytes: s.dropped_bytes[d],
-            };
-            sessions.push(pb::SessionCounters {
-                session_id: *id,
-                upstream: Some(dir(0)),
-                downstream: Some(dir(1)),
-            });
+        let out = self.counters(&req).await;
+        if req.last_read {
+            self.last_read.notify_one();
         }
-        let nodes = if req.include_nodes {
-            let mut v = c.node_counts();
-            self.paths.snapshot(&mut v);
-            v.into_iter()
-                .map(|(node, reason, value)| pb::NodeCounter {
-                    node: node.to_owned(),
-                    reason: reason.to_owned(),
-                    value,
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let workers = if req.include_workers {
-            c.workers
-                .iter()
-                .enumerate()
-                .map(|(i, w)| pb::WorkerCounters {
-                    worker: i as u32,
-                    core: w.core,
-                    rx_packets: w.stats.rx_packets.get(),
-                    tx_packets: w.stats.tx_packets.get(),
-                    rx_bursts: w.stats.rx_bursts.get(),
-                    busy_cycles: w.stats.busy_cycles.get(),
-                    tx_dropped: w.stats.tx_dropped.get(),
-                    injected: w.stats.injected.get(),
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
-        Ok(Response::new(pb::GetCountersResponse {
-            sessions,
-            nodes,
-            workers,
-            boot_id: self.identity.boot_id,
-        }))
+        out.map(Response::new)
     }
 
     type PuntStream = Pin<Box<dyn Stream<Item = Result<pb::PuntedFrame, Status>> + Send>>;

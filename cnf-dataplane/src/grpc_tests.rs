@@ -76,8 +76,9 @@ async fn a_full_inject_ring_holds_a_streamed_frame_back_then_drops_it() {
     assert!(drops.iter().all(|(r, _)| *r != DELAYED), "{drops:?}");
 }
 
-#[tokio::test]
-async fn a_stop_is_told_on_the_punt_stream_and_counter_reads_are_counted() {
+#[tokio::test(start_paused = true)]
+async fn a_stop_is_told_on_the_punt_stream_and_ends_at_the_last_read() {
+    use crate::stopping::{Ended, wait_for_last_read};
     let (tx, _rx) = rtrb::RingBuffer::<InjectRecord>::new(1);
     let svc = service(tx);
     assert!(!svc.announce_stopping(), "no control listens");
@@ -91,12 +92,25 @@ async fn a_stop_is_told_on_the_punt_stream_and_counter_reads_are_counted() {
         .expect("not an error");
     assert!(notice.stopping && notice.frame.is_empty(), "{notice:?}");
 
-    assert_eq!(svc.counter_reads(), 0);
-    let ask = pb::GetCountersRequest {
+    let grace = std::time::Duration::from_secs(2);
+    let ask = |last_read| pb::GetCountersRequest {
         session_ids: Vec::new(),
         include_nodes: false,
         include_workers: false,
+        last_read,
     };
-    let _ = svc.get_counters(Request::new(ask)).await;
-    assert_eq!(svc.counter_reads(), 1);
+    // An ordinary read (an interim's, say) is not the last one.
+    svc.get_counters(Request::new(ask(false)))
+        .await
+        .expect("read");
+    let ended = wait_for_last_read(svc.last_read_served(), grace).await;
+    assert_eq!(ended, Ended::Grace);
+    // The last read, answered before the wait began, still ends it at once.
+    svc.get_counters(Request::new(ask(true)))
+        .await
+        .expect("read");
+    let t = tokio::time::Instant::now();
+    let ended = wait_for_last_read(svc.last_read_served(), grace).await;
+    assert_eq!(ended, Ended::Read);
+    assert!(t.elapsed().is_zero());
 }

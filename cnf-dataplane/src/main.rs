@@ -667,14 +667,16 @@ async fn control_main(
                 _ = deadline => false,
             };
             if signalled && !stop_grace.is_zero() && svc.announce_stopping() {
-                use kbng_dataplane::stopping::{Ended, wait_for_last_reads};
+                use kbng_dataplane::stopping::{Ended, wait_for_last_read};
                 tracing::info!(
                     grace_ms = stop_grace.as_millis() as u64,
                     "told the control; serving its last counter reads"
                 );
-                match wait_for_last_reads(|| svc.counter_reads(), stop_grace).await {
+                match wait_for_last_read(svc.last_read_served(), stop_grace).await {
                     Ended::Read => tracing::info!("the control read the counters; stopping"),
-                    Ended::Grace => tracing::warn!("no counter reads within the grace; stopping"),
+                    Ended::Grace => {
+                        tracing::warn!("no last counter read within the grace; stopping")
+                    }
                 }
             }
             stop.store(true, Ordering::Relaxed);

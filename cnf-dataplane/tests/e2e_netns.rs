@@ -203,6 +203,7 @@ async fn node_counter(c: &mut DataplaneClient<Channel>, node: &str, reason: &str
             session_ids: vec![],
             include_nodes: true,
             include_workers: false,
+            ..Default::default()
         })
         .await
         .expect("GetCounters")
@@ -716,6 +717,7 @@ async fn subscriber_traffic() {
             session_ids: vec![3],
             include_nodes: false,
             include_workers: true,
+            ..Default::default()
         })
         .await
         .expect("GetCounters")

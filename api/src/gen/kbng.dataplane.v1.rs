@@ -356,6 +356,10 @@ pub struct GetCountersRequest {
     pub include_nodes: bool,
     #[prost(bool, tag = "3")]
     pub include_workers: bool,
+    /// The control's last read after a PuntedFrame.stopping notice (it may ask for no
+    /// session): once it is answered, the stopping dataplane stops without waiting out its grace.
+    #[prost(bool, tag = "4")]
+    pub last_read: bool,
 }
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, ::prost::Message)]

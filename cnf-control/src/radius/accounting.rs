@@ -277,9 +277,8 @@ pub async fn fetch_counters(
     }
 }
 
-/// As [`fetch_counters`], for a dataplane that is stopping, and then one call more asking
-/// for nothing: the dataplane stops once the control's reads have gone quiet, and this one
-/// comes even when there is nothing to read.
+/// As [`fetch_counters`], for a dataplane that is stopping, and then the last read it waits
+/// for: once that is answered it stops. It comes even when there is nothing to read.
 pub async fn read_before_stop(
     target: &crate::dataplane::Target,
     ids: &[SessionId],
@@ -288,7 +287,7 @@ pub async fn read_before_stop(
         return HashMap::new();
     };
     let out = read_counters(&mut c, ids).await;
-    let _ = c.get_counters(sessions_request(Vec::new())).await;
+    let _ = c.get_counters(crate::dataplane::last_read_request()).await;
     out
 }
 
