@@ -34,7 +34,7 @@ use kbng_telemetry::trace::{KeyValue, TimedSpan, wall_time};
 
 use crate::config::Config;
 use crate::core::SessionId;
-use crate::core::aaa::format_mac;
+use crate::core::aaa::{AuthOutcome, format_mac};
 use crate::core::engine::{Engine, Output};
 use crate::core::session::{AUTH_TIMEOUT_NS, Grant, NS_PER_SEC, State};
 
@@ -83,6 +83,8 @@ struct Inner {
     /// When the input now being handled reached the engine.
     mark: Option<Instant>,
     onboardings: HashMap<SessionId, Onboarding>,
+    /// Bound sessions authorized again (Termination-Action RADIUS-Request): when it was asked.
+    reauthorizing: HashMap<SessionId, Instant>,
     /// Onboardings whose session is installed, by dataplane, waiting for their ACK to be
     /// handed over ([`replies_sent`] takes them without scanning every onboarding).
     programmed: Vec<(u32, SessionId)>,
@@ -170,10 +172,35 @@ pub fn outputs(engine: &Engine, out: &[Output]) {
         let now = Instant::now();
         let start = i.mark.take().unwrap_or(now);
         for output in out {
-            if let Output::Changed { id, state } = output {
-                changed(o, i, engine, *id, state, start, now);
+            match output {
+                Output::Changed { id, state } => changed(o, i, engine, *id, state, start, now),
+                Output::Authorize { id, .. }
+                    if engine
+                        .session(*id)
+                        .is_some_and(|s| s.state.bound().is_some()) =>
+                {
+                    i.reauthorizing.insert(*id, now);
+                }
+                _ => {}
             }
         }
+    });
+}
+
+/// The AAA answered session `id` (the engine takes the answer next). A re-authorization's
+/// time and result go to the AAA histogram as an onboarding's do, so that a RADIUS server
+/// that stops answering them shows there too.
+pub fn auth_answered(id: SessionId, outcome: &AuthOutcome) {
+    with(|o, i| {
+        let Some(asked) = i.reauthorizing.remove(&id) else {
+            return;
+        };
+        let result = match outcome {
+            AuthOutcome::Accept { .. } => AaaResult::Accept,
+            AuthOutcome::Reject => AaaResult::Reject,
+            AuthOutcome::Unreachable => AaaResult::Timeout,
+        };
+        o.metrics.record_aaa(o.backend, result, asked.elapsed());
     });
 }
 
@@ -468,6 +495,8 @@ pub fn tick(engine: &Engine) {
 }
 
 fn abandon_stale(i: &mut Inner, now: Instant) {
+    i.reauthorizing
+        .retain(|_, asked| now.saturating_duration_since(*asked) <= ABANDON_AFTER);
     let stale: Vec<SessionId> = i
         .onboardings
         .iter()

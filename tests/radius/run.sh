@@ -32,6 +32,7 @@ rip=127.$((($$ >> 16) % 200 + 20)).$((($$ >> 8) % 256)).$(($$ % 250 + 2))
 base=$((21000 + ($$ % 500) * 8))
 auth_port=$base acct_port=$((base + 1)) dead_port=$((base + 2)) das_port=$((base + 3)) dead_acct=$((base + 5))
 api=127.0.0.1:$((base + 4))
+metrics=127.0.0.1:$((base + 6))
 secret=kbng-radius-secret-$$
 das_secret=kbng-das-secret-$$
 passed=0
@@ -185,13 +186,13 @@ out=$("$ctl_bin" --config "$tmp/bad.yaml" 2>&1)
 check "a bad RADIUS secret file stops the control naming the field" \
     grep -q 'aaa.radius.servers\[0\].secretFile: /nonexistent/secret' <<<"$out"
 
-"$ctl_bin" --config "$tmp/control.yaml" --log info,kbng_control=debug >"$tmp/control.log" 2>&1 &
+"$ctl_bin" --config "$tmp/control.yaml" --log info,kbng_control=debug --metrics-listen "$metrics" >"$tmp/control.log" 2>&1 &
 ctl_pid=$!
 if control_wait_connected "$api"; then ok "control connects to the dataplane with RADIUS configured"; else
     bad "control connects to the dataplane with RADIUS configured" "$(tail -5 "$tmp/control.log")"; exit 1; fi
 # Starts the control again with config $1, appending to its log; true once it is connected.
 start_control() {
-    "$ctl_bin" --config "$1" --log info,kbng_control=debug >>"$tmp/control.log" 2>&1 &
+    "$ctl_bin" --config "$1" --log info,kbng_control=debug --metrics-listen "$metrics" >>"$tmp/control.log" 2>&1 &
     ctl_pid=$!
     control_wait_connected "$api"
 }
@@ -208,6 +209,8 @@ stop_control() {
 apiget() { curl -sf "http://$api$1"; }
 py() { /usr/bin/python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 counter() { apiget /v1/status | py "dict(d['counters']).get('$1', 0)"; }
+# One series of the control's /metrics, by its exact name and labels (0 when absent).
+metric() { curl -sf "http://$metrics/metrics" | awk -v s="$1" 'index($0, s " ") == 1 { v = $NF } END { print v + 0 }'; }
 session_of() { apiget "/v1/sessions?limit=1000&ip=$1" | py "d['sessions'][0]['$2'] if d['sessions'] else None"; }
 audit_clean() {
     local a
@@ -347,6 +350,8 @@ if [[ $lease11 =~ ^[56]$ && $ends11 =~ ^[0-9]+$ ]] &&
 # id, its lease not cut to 3 s, no Stop, and it still forwards.
 client c19 02:00:00:00:0a:13
 reauth0=$(counter "re-authorization accepted")
+accepts=kbng_aaa_duration_seconds_count'{backend="radius",result="accept"}'
+aaa0=$(metric "$accepts")
 inns c19 timeout 30 udhcpc -i e0 -n -q -f -s /etc/udhcpc/default.script >>"$tmp/clients.log" 2>&1
 ip19=$(addr_of c19)
 id19=$(session_of "$ip19" id) lease19=$(session_of "$ip19" leaseSecs) again19=$(session_of "$ip19" reauthorizeAtEnd)
@@ -372,9 +377,11 @@ sys.exit(0 if any(kind[n] == "Access-Request" and want <= a for n, a in attrs.it
 PY
 }
 if [[ $lease19 == 600 && $again19 == True ]] && wait_for 15 reauthorized_twice && [[ $(session_of "$ip19" id) == "$id19" ]] &&
-    ! detail_has "$asid19" Stop True && asked_again && reach c19; then
-    ok "Termination-Action RADIUS-Request: c19 is authorized again at each 3 s Session-Timeout (Access-Requests naming its Acct-Session-Id and address) and goes on (session $id19, lease $lease19 s, no Stop)"; else
-    bad "a session authorized again at its Session-Timeout goes on" "ip=$ip19 id=$id19 now=$(session_of "$ip19" id) lease=$lease19 reauthorizeAtEnd=$again19 accepted=$(($(counter "re-authorization accepted") - reauth0)) asked_again=$(asked_again && echo yes) $(detail | py "[r.get('Acct-Status-Type') for r in d if r.get('Acct-Session-Id') == '$asid19']")"; fi
+    ! detail_has "$asid19" Stop True && asked_again && reach c19 &&
+    re19=$(($(counter "re-authorization accepted") - reauth0)) && aaa19=$(($(metric "$accepts") - aaa0)) &&
+    ((aaa19 >= re19 + 1)); then
+    ok "Termination-Action RADIUS-Request: c19 is authorized again at each 3 s Session-Timeout (Access-Requests naming its Acct-Session-Id and address) and goes on (session $id19, lease $lease19 s, no Stop; $aaa19 accepts in the AAA histogram)"; else
+    bad "a session authorized again at its Session-Timeout goes on" "ip=$ip19 id=$id19 now=$(session_of "$ip19" id) lease=$lease19 reauthorizeAtEnd=$again19 accepted=$(($(counter "re-authorization accepted") - reauth0)) histogram accepts=$(($(metric "$accepts") - aaa0)) asked_again=$(asked_again && echo yes) $(detail | py "[r.get('Acct-Status-Type') for r in d if r.get('Acct-Session-Id') == '$asid19']")"; fi
 # A CoA sets Termination-Action back to Default with a 2 s Session-Timeout: c19 ends then.
 out=$(coa coa "$das_secret" "Acct-Session-Id = \"$asid19\"" 'Session-Timeout = 2' 'Termination-Action = Default')
 # (None: the session already ended.)

@@ -301,7 +301,10 @@ pub fn on_event(
     now_ns: u64,
 ) -> (Vec<Output>, Option<Reply>) {
     match ev {
-        RadiusEvent::Auth { id, outcome } => (engine.auth_result(id, outcome, now_ns), None),
+        RadiusEvent::Auth { id, outcome } => {
+            crate::observe::auth_answered(id, &outcome);
+            (engine.auth_result(id, outcome, now_ns), None)
+        }
         RadiusEvent::Das { req, reply } => {
             let das::Applied { out, answer, acct } = das::apply(engine, &req, now_ns);
             if let Some(change) = acct {

@@ -75,7 +75,7 @@ impl ControlMetrics {
             aaa: latency(
                 meter,
                 "kbng.aaa.duration",
-                "Time to an AAA decision, by backend and result.",
+                "Time to an AAA decision (onboarding or re-authorization), by backend and result.",
             ),
             batch_size: meter
                 .u64_histogram("kbng.programming.batch.size")
