@@ -7,7 +7,7 @@
 //! not disconnect every subscriber whose timeout falls in it.
 
 use super::super::SessionId;
-use super::super::aaa::AuthOutcome;
+use super::super::aaa::{AddressChoice, AuthOutcome};
 use super::super::session::Event;
 use super::{Engine, Output, Session};
 
@@ -37,7 +37,7 @@ impl Engine {
         now_ns: u64,
     ) -> Vec<Output> {
         let mut out = Vec::new();
-        let Some((_, grant)) = self.sessions.get(&id).and_then(|s| s.state.bound()) else {
+        let Some((lease, grant)) = self.sessions.get(&id).and_then(|s| s.state.bound()) else {
             self.count("re-authorization answered for an ended session");
             return out;
         };
@@ -46,10 +46,15 @@ impl Engine {
                 plan,
                 session_timeout_secs,
                 reauthorize,
-                // The address is the lease's; a new one would need the client to rebind.
-                address: _,
+                address,
             } => {
                 self.count("re-authorization accepted");
+                // The address stays the lease's: another would need the client to rebind,
+                // which DHCP cannot ask of it. Counted, so that a server that moves
+                // subscribers this way is seen.
+                if matches!(address, AddressChoice::Fixed(a) if a != lease.ip) {
+                    self.count("re-authorization named another address: lease's kept");
+                }
                 let plan_id = self.plan_id(plan.as_deref());
                 if plan_id != grant.plan_id() {
                     self.count("re-authorization changed the plan");

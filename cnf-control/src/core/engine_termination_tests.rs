@@ -17,6 +17,16 @@ fn renewing_accept(plan: &str, secs: u32) -> AuthOutcome {
     }
 }
 
+/// [`renewing_accept`] on gold for 50 s, naming `address` (Framed-IP-Address).
+fn accept_at(address: Ipv4Addr) -> AuthOutcome {
+    AuthOutcome::Accept {
+        plan: Some("gold".into()),
+        session_timeout_secs: Some(50),
+        address: AddressChoice::Fixed(address),
+        reauthorize: true,
+    }
+}
+
 /// The sessions `out` asks the AAA about.
 fn asked(out: &[Output]) -> Vec<SessionId> {
     out.iter()
@@ -72,6 +82,27 @@ fn an_accept_at_the_session_timeout_goes_on_with_its_plan_and_next_timeout() {
     assert_eq!(counter(&e, "re-authorization accepted"), 1);
     assert_eq!(counter(&e, "re-authorization changed the plan"), 1);
     assert_eq!(asked(&e.tick(152 * S)), [id], "asked again at the next end");
+}
+
+#[test]
+fn an_accept_naming_another_address_keeps_the_lease_and_is_counted() {
+    let mut e = engine(UnknownPolicy::Captive);
+    let id = at_its_end(&mut e);
+    let ip = e.session(id).and_then(|s| s.state.ip()).expect("bound");
+    let elsewhere = Ipv4Addr::from(u32::from(ip) + 1);
+    e.auth_result(id, accept_at(ip), 102 * S);
+    assert_eq!(
+        counter(&e, "re-authorization named another address: lease's kept"),
+        0
+    );
+    assert_eq!(asked(&e.tick(152 * S)), [id]);
+    e.auth_result(id, accept_at(elsewhere), 152 * S);
+    assert_eq!(
+        counter(&e, "re-authorization named another address: lease's kept"),
+        1
+    );
+    assert_eq!(e.session(id).and_then(|s| s.state.ip()), Some(ip));
+    assert_eq!(e.session(id).map(|s| s.state.name()), Some("active"));
 }
 
 #[test]
