@@ -123,6 +123,18 @@ pub struct LeaseParams {
     pub lease_secs: u32,
 }
 
+/// T1 and T2 of a lease of `lease_secs` (RFC 2131 §4.4.5: half and seven eighths of it).
+/// None below 2 s, where T1 would be 0, which some clients take as "renew at once": a lease
+/// cut to a session's last second would bring a burst of renewals.
+fn renewal_times(lease_secs: u32) -> (Option<u32>, Option<u32>) {
+    if lease_secs < 2 {
+        return (None, None);
+    }
+    // Seven eighths taken whole first: an eighth taken first made T2 0 below 8 s, before T1.
+    let t2 = u64::from(lease_secs) * 7 / 8;
+    (Some(lease_secs / 2), u32::try_from(t2).ok())
+}
+
 /// Build a whole OFFER/ACK/NAK frame for `req`, addressed per RFC 2131 §4.1: to the relay
 /// (giaddr) if any; NAKs broadcast; to ciaddr when the client has one; broadcast when the client
 /// asked so; else unicast to yiaddr and chaddr. `server_mac` is the access port's MAC.
@@ -145,8 +157,7 @@ pub fn build_reply(
         r.dns_servers = params.dns.clone();
         if !yiaddr.is_unspecified() {
             r.lease_secs = Some(params.lease_secs);
-            r.renewal_secs = Some(params.lease_secs / 2);
-            r.rebinding_secs = Some(params.lease_secs / 8 * 7);
+            (r.renewal_secs, r.rebinding_secs) = renewal_times(params.lease_secs);
         }
     }
     let giaddr = req.msg.giaddr;
@@ -253,6 +264,19 @@ pub(crate) mod tests {
             (42, yi, Some(3600), Some(1800), Some(3150))
         );
         assert_eq!(r.server_id, Some(Ipv4Addr::new(100, 64, 0, 1)));
+    }
+
+    #[test]
+    fn renewal_times_stay_in_order_for_short_leases() {
+        assert_eq!(renewal_times(3600), (Some(1800), Some(3150)));
+        // Cut to a session's end: T2 after T1, never 0.
+        assert_eq!(renewal_times(6), (Some(3), Some(5)));
+        assert_eq!(renewal_times(2), (Some(1), Some(1)));
+        assert_eq!(renewal_times(1), (None, None));
+        assert_eq!(
+            renewal_times(u32::MAX),
+            (Some(u32::MAX / 2), Some(3_758_096_383))
+        );
     }
 
     #[test]
