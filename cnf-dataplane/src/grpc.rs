@@ -3,6 +3,7 @@
 //! Every error leaves through `ApiError` (the contract's one mapping to `tonic::Status`).
 
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 
 use kbng_api::ApiError;
@@ -83,6 +84,9 @@ pub struct DataplaneService {
     paths: Arc<ControlPathCounters>,
     /// Told when the control's last read before a stop is answered (`crate::stopping`).
     last_read: Arc<tokio::sync::Notify>,
+    /// A stop was announced: only then does a read marked last end the wait (a stray one
+    /// earlier would leave a permit that cut the next stop short).
+    stopping: Arc<AtomicBool>,
 }
 
 impl DataplaneService {
@@ -106,6 +110,7 @@ impl DataplaneService {
             inject_bell,
             paths: Arc::default(),
             last_read: Arc::default(),
+            stopping: Arc::default(),
         }
     }
 
@@ -119,6 +124,7 @@ impl DataplaneService {
     /// control listens (or its stream is full: it would not read the notice in time).
     pub fn announce_stopping(&self) -> bool {
         let tx = self.subscriber.lock().ok().and_then(|s| s.clone());
+        self.stopping.store(true, Ordering::Release);
         let notice = pb::PuntedFrame {
             stopping: true,
             ..Default::default()
@@ -554,7 +560,7 @@ impl Dataplane for DataplaneService {
     ) -> Result<Response<pb::GetCountersResponse>, Status> {
         let req = r.into_inner();
         let out = self.counters(&req).await;
-        if req.last_read {
+        if req.last_read && self.stopping.load(Ordering::Acquire) {
             self.last_read.notify_one();
         }
         out.map(Response::new)

@@ -81,6 +81,17 @@ async fn a_stop_is_told_on_the_punt_stream_and_ends_at_the_last_read() {
     use crate::stopping::{Ended, wait_for_last_read};
     let (tx, _rx) = rtrb::RingBuffer::<InjectRecord>::new(1);
     let svc = service(tx);
+    let grace = std::time::Duration::from_secs(2);
+    let ask = |last_read| pb::GetCountersRequest {
+        session_ids: Vec::new(),
+        include_nodes: false,
+        include_workers: false,
+        last_read,
+    };
+    // A read marked last with no stop announced is stray: it does not cut a later stop short.
+    svc.get_counters(Request::new(ask(true)))
+        .await
+        .expect("read");
     assert!(!svc.announce_stopping(), "no control listens");
     let (stream_tx, mut stream_rx) = mpsc::channel(4);
     *svc.subscriber.lock().expect("lock") = Some(stream_tx);
@@ -92,13 +103,6 @@ async fn a_stop_is_told_on_the_punt_stream_and_ends_at_the_last_read() {
         .expect("not an error");
     assert!(notice.stopping && notice.frame.is_empty(), "{notice:?}");
 
-    let grace = std::time::Duration::from_secs(2);
-    let ask = |last_read| pb::GetCountersRequest {
-        session_ids: Vec::new(),
-        include_nodes: false,
-        include_workers: false,
-        last_read,
-    };
     // An ordinary read (an interim's, say) is not the last one.
     svc.get_counters(Request::new(ask(false)))
         .await
