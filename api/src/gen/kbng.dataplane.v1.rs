@@ -390,8 +390,9 @@ pub struct PuntedFrame {
     pub session_id: u64,
     #[prost(uint32, tag = "5")]
     pub worker: u32,
-    /// No frame: the dataplane was asked to stop (SIGTERM). It goes on serving its gRPC for
-    /// its stop grace, so that the control reads its counters one last time before they go.
+    /// No frame: the dataplane was asked to stop (SIGTERM). It goes on serving its gRPC, so
+    /// that the control reads its counters one last time before they go, until a
+    /// GetCountersRequest marked last_read is answered or its stop grace has passed.
     #[prost(bool, tag = "6")]
     pub stopping: bool,
 }
