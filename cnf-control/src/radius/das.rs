@@ -542,7 +542,6 @@ mod tests {
             plan: Some("platinum".into()),
             session_timeout_secs: Some(60),
             idle_timeout_secs: Some(300),
-            interim_secs: None,
             ..coa_to(ip)
         };
         let a = apply(&mut e, &coa, 1);
@@ -556,12 +555,7 @@ mod tests {
             None,
             "nothing changed"
         );
-        let coa = DasRequest {
-            plan: None,
-            idle_timeout_secs: Some(300),
-            interim_secs: None,
-            ..coa
-        };
+        let coa = DasRequest { plan: None, ..coa };
         let a = apply(&mut e, &coa, 1);
         assert_eq!(a.answer, DasAnswer::Ack);
         assert_eq!(
