@@ -595,6 +595,15 @@ walledGarden: {portalUrl: "http://192.0.2.80/", allowed: [{prefix: 192.0.2.80/32
             .replace("127.0.0.1:9090", "nowhere");
         let f: ConfigFile = serde_yaml_ng::from_str(&bad).unwrap();
         let problems = f.validate().unwrap_err();
+        for said in [
+            r#"dataplanes[0]: "tcp://x""#,
+            "gateway 10.0.0.1 is not inside",
+            r#"defaultPlan: "platinum""#,
+            r#"apiListen: "nowhere""#,
+        ] {
+            let n = problems.iter().filter(|p| p.contains(said)).count();
+            assert_eq!(n, 1, "{said}: {problems:#?}");
+        }
         assert_eq!(problems.len(), 4, "{problems:#?}");
     }
 

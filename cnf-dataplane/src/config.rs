@@ -623,6 +623,10 @@ mod tests {
         ])
         .unwrap();
         let e = Config::from_args(a).unwrap_err();
+        for flag in ["--outer-tpid: ", "--access-mac", "--sessions: "] {
+            let n = e.iter().filter(|m| m.starts_with(flag)).count();
+            assert_eq!(n, 1, "{flag}: {e:?}");
+        }
         assert_eq!(e.len(), 3, "{e:?}");
     }
 

@@ -60,6 +60,18 @@ mod tests {
 
     #[test]
     fn ringing_before_anyone_answers_does_nothing() {
-        Doorbell::default().ring();
+        let bell = Doorbell::default();
+        bell.ring();
+        // Had that ring reached a thread, its unpark token would end this wait at once.
+        let b = bell.clone();
+        let waited = std::thread::spawn(move || {
+            b.answer_here();
+            let t = Instant::now();
+            b.wait(Duration::from_millis(50));
+            t.elapsed()
+        })
+        .join()
+        .unwrap();
+        assert!(waited >= Duration::from_millis(40), "waited {waited:?}");
     }
 }

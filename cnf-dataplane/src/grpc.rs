@@ -59,6 +59,20 @@ impl ControlPathCounters {
         ]
     }
 
+    /// Counters holding these values (punt no stream, punt stream full, inject dropped,
+    /// inject delayed), for the tests of what reads them.
+    #[cfg(test)]
+    pub(crate) fn holding(values: [u64; 4]) -> Self {
+        use std::sync::atomic::AtomicU64;
+        let [no_stream, full, dropped, delayed] = values;
+        Self {
+            punt_no_stream: AtomicU64::new(no_stream),
+            punt_stream_full: AtomicU64::new(full),
+            inject_dropped: AtomicU64::new(dropped),
+            inject_delayed: AtomicU64::new(delayed),
+        }
+    }
+
     /// (node, counter, value) for every counter: the drops, then the delays.
     pub fn snapshot(&self, out: &mut Vec<(&'static str, &'static str, u64)>) {
         out.extend(self.drops().map(|(reason, n)| ("control-path", reason, n)));

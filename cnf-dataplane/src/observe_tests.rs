@@ -158,25 +158,26 @@ fn a_counter_below_its_last_value_was_reset() {
 
 #[test]
 fn the_control_paths_drops_are_in_the_snapshot_and_only_its_drops() {
-    let paths = Arc::new(crate::grpc::ControlPathCounters::default());
     let poller = Poller {
-        paths: Some(Arc::clone(&paths)),
+        paths: Some(Arc::new(crate::grpc::ControlPathCounters::holding([
+            3, 5, 7, 11,
+        ]))),
         ..Poller::default()
     };
-    let got: Vec<&str> = poller
+    let got: Vec<(&str, u64)> = poller
         .snapshot()
         .control_path
         .iter()
-        .map(|d| d.reason)
+        .map(|d| (d.reason, d.frames))
         .collect();
-    let mut rows = Vec::new();
-    paths.snapshot(&mut rows);
-    let drops: Vec<&str> = rows
-        .iter()
-        .map(|(_, c, _)| *c)
-        .filter(|c| c.contains("dropped"))
-        .collect();
-    assert_eq!(got, drops, "every drop row of GetCounters, in order");
-    assert_eq!(got.len(), 3);
+    assert_eq!(
+        got,
+        vec![
+            ("punt dropped: no Punt stream", 3),
+            ("punt dropped: Punt stream full", 5),
+            ("inject dropped: bad frame or ring full", 7),
+        ],
+        "every drop with its frames, and not the delays (11)"
+    );
     assert!(Poller::default().snapshot().control_path.is_empty());
 }

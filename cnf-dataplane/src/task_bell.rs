@@ -176,12 +176,26 @@ mod tests {
         );
     }
 
-    #[test]
-    fn ringing_with_nobody_reading_never_blocks() {
-        let (_wait, bells) = pair().unwrap();
+    #[tokio::test]
+    async fn ringing_with_nobody_reading_never_blocks() {
+        let (mut wait, bells) = pair().unwrap();
         let bell = bells.bell().unwrap();
+        // Far more rings than the socket buffer holds: the surplus is dropped, not waited on
+        // (a blocking send would hang here, and the test with it).
+        let t = std::time::Instant::now();
         for _ in 0..100_000 {
             bell.ring();
         }
+        assert!(t.elapsed() < PATIENT / 2, "rang for {:?}", t.elapsed());
+        let far = Instant::now() + Duration::from_secs(60);
+        assert!(
+            wait.wait_with(far, PATIENT).await,
+            "the rings that fit are seen"
+        );
+        let near = Instant::now() + Duration::from_millis(1);
+        assert!(
+            !wait.wait_with(near, PATIENT).await,
+            "all consumed by one wait"
+        );
     }
 }

@@ -444,8 +444,20 @@ mod tests {
             let mut buf = vec![0u8; 20 + usize::from(x.payload_len)];
             x.emit(&mut buf).unwrap();
             let mut p = Ipv4Packet::new_checked(&mut buf[..]).unwrap();
-            p.decrement_ttl();
+            let (ttl, ecn) = (p.ttl(), p.ecn());
+            prop_assert_eq!(p.decrement_ttl(), ttl > 1);
             p.set_dscp(dscp);
+            prop_assert_eq!(p.ttl(), if ttl > 1 { ttl - 1 } else { ttl });
+            prop_assert_eq!((p.dscp(), p.ecn()), (dscp, ecn));
+            let patched = p.checksum();
+            p.fill_checksum();
+            // RFC 1624's update may give the other form of zero (0xffff for 0x0000).
+            let full = p.checksum();
+            let zeros = [0x0000, 0xffff];
+            prop_assert!(
+                patched == full || (zeros.contains(&patched) && zeros.contains(&full)),
+                "{:#06x} vs {:#06x}", patched, full
+            );
             prop_assert!(p.verify_checksum());
         }
 

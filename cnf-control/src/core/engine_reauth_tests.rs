@@ -230,11 +230,46 @@ fn an_offer_made_before_the_change_binds_with_the_new_grant() {
 
 #[test]
 fn radius_sessions_are_not_walked() {
+    use crate::core::aaa::{AddressChoice, AuthOutcome};
     let mut cfg = engine_config(UnknownPolicy::Captive);
     cfg.external_auth = true;
     let mut e = Engine::new(cfg, cap(10), 0).unwrap();
+    // A session RADIUS granted gold, and a local record naming its MAC on silver.
+    let out = e.handle_dhcp(
+        0,
+        0,
+        &client_frame(&msg(DhcpMessageType::Discover, 1, 1), None),
+        S,
+    );
+    let id = out
+        .iter()
+        .find_map(|o| match o {
+            Output::Authorize { id, .. } => Some(*id),
+            _ => None,
+        })
+        .expect("asked RADIUS");
+    let accept = AuthOutcome::Accept {
+        plan: Some("gold".into()),
+        session_timeout_secs: None,
+        address: AddressChoice::Any,
+        reauthorize: false,
+    };
+    let offer = replies(&e.auth_result(id, accept, S))
+        .pop()
+        .expect("an OFFER");
+    let mut r = msg(DhcpMessageType::Request, 1, 2);
+    r.requested_ip = Some(offer.yiaddr);
+    r.server_id = offer.server_id;
+    e.handle_dhcp(0, 0, &client_frame(&r, None), S);
+    let before = grant(&e, id).expect("bound");
+    e.subscribers
+        .import_csv("02:00:00:00:00:01,,,silver\n")
+        .unwrap();
     e.subscribers_changed();
-    assert!(!e.reauthorizing());
+    assert!(!e.reauthorizing(), "no walk over RADIUS sessions");
+    let out = e.tick(2 * S);
+    assert!(programs(&out).is_empty(), "{out:?}");
+    assert_eq!(grant(&e, id), Some(before), "RADIUS's grant stays");
 }
 
 /// `n` active sessions on plan gold, MACs 0a:00:00:00:hi:lo, restored as from the store.

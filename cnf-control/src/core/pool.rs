@@ -373,7 +373,15 @@ mod tests {
         let mut bad_ex = cfg([10, 0, 0, 0], 24);
         bad_ex.exclusions = vec![(Ipv4Addr::new(10, 9, 0, 0), 24)];
         let errs = Pools::new(vec![bad_gw, bad_ex, cfg([10, 0, 0, 0], 31)]).unwrap_err();
-        assert_eq!(errs.len(), 3);
+        let said: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+        assert_eq!(
+            said,
+            [
+                "pool p: gateway 10.0.1.1 is not inside 10.0.0.0/24",
+                "pool p: exclusion 10.9.0.0/24 is not inside the pool",
+                "pool p: prefix length 31 leaves no host addresses (need /8../30)",
+            ]
+        );
     }
 
     #[test]
@@ -420,28 +428,53 @@ mod tests {
 
     proptest! {
         /// Any sequence of allocations, specific and held allocations and releases never hands
-        /// out an address twice and keeps `in_use` and `held_excluded` equal to the held
-        /// addresses of each kind.
+        /// out an address twice, never a blocked one, and keeps `in_use` and `held_excluded`
+        /// equal to the held addresses of each kind, told apart by the model below.
         #[test]
         fn never_twice(ops in proptest::collection::vec((0u8..4, 0u32..64), 0..400)) {
             let mut c = cfg([10, 1, 0, 0], 26);
             c.exclusions = vec![(Ipv4Addr::new(10, 1, 0, 32), 29)];
             let mut p = Pool::new(c).unwrap();
-            let mut held: HashSet<Ipv4Addr> = HashSet::new();
+            let at = |n: u32| Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 1, 0, 0)) + n);
+            // The model: network .0, gateway .1, broadcast .63 are never taken; .32-.39 are
+            // taken only as held addresses.
+            let leasable: HashSet<Ipv4Addr> =
+                (0..64).filter(|n| ![0, 1, 63].contains(n) && !(32..40).contains(n)).map(at).collect();
+            let excluded: HashSet<Ipv4Addr> = (32..40).map(at).collect();
+            let mut leased: HashSet<Ipv4Addr> = HashSet::new();
+            let mut held_ex: HashSet<Ipv4Addr> = HashSet::new();
             for (op, n) in ops {
-                let ip = Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 1, 0, 0)) + n);
+                let ip = at(n);
                 match op {
-                    0 => if let Some(a) = p.allocate() { prop_assert!(held.insert(a)); },
-                    1 => if p.allocate_specific(ip) { prop_assert!(held.insert(ip)); },
-                    2 => if p.allocate_held(ip) { prop_assert!(held.insert(ip)); },
-                    _ => prop_assert_eq!(p.release(ip), held.remove(&ip)),
+                    0 => if let Some(a) = p.allocate() {
+                        prop_assert!(leasable.contains(&a), "{} is not leasable", a);
+                        prop_assert!(leased.insert(a));
+                    },
+                    1 => prop_assert_eq!(
+                        p.allocate_specific(ip),
+                        leasable.contains(&ip) && leased.insert(ip)
+                    ),
+                    2 => {
+                        let model = if excluded.contains(&ip) {
+                            held_ex.insert(ip)
+                        } else {
+                            leasable.contains(&ip) && leased.insert(ip)
+                        };
+                        prop_assert_eq!(p.allocate_held(ip), model);
+                    }
+                    _ => prop_assert_eq!(p.release(ip), leased.remove(&ip) || held_ex.remove(&ip)),
                 }
-                prop_assert_eq!(p.in_use() as usize + p.held_excluded(), held.len());
+                prop_assert_eq!(p.in_use() as usize, leased.len());
+                prop_assert_eq!(p.held_excluded(), held_ex.len());
                 prop_assert!(p.free.len() <= 64);
             }
             // Exhaust: exactly the rest of the leasable range comes out, each once.
-            while let Some(a) = p.allocate() { prop_assert!(held.insert(a)); }
-            prop_assert_eq!(held.len() - p.held_excluded(), p.usable() as usize);
+            while let Some(a) = p.allocate() {
+                prop_assert!(leasable.contains(&a), "{} is not leasable", a);
+                prop_assert!(leased.insert(a));
+            }
+            prop_assert_eq!(&leased, &leasable);
+            prop_assert_eq!(p.usable() as usize, leasable.len());
         }
     }
 }

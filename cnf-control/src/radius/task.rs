@@ -840,9 +840,13 @@ fn take_reading(
 /// A sighting of a session's upstream traffic at `packets`, now. The second is rounded up,
 /// so that a restore never counts idleness the session did not have (it would end early).
 fn sighting(packets: u64) -> IdleSeen {
+    sighting_at(packets, crate::service::now_ns())
+}
+
+fn sighting_at(packets: u64, now_ns: u64) -> IdleSeen {
     IdleSeen {
         packets,
-        at_unix_secs: crate::service::now_ns().div_ceil(NS_PER_SEC),
+        at_unix_secs: now_ns.div_ceil(NS_PER_SEC),
     }
 }
 
@@ -1098,11 +1102,13 @@ mod tests {
         let now = Instant::now();
         let sec = |n: u64| n * NS_PER_SEC;
         // Seen at 100.9 s (kept as 101), restored at 108.0 s: idle 7.1 s, counted as 7.
-        let seen = IdleSeen {
-            packets: 5,
-            at_unix_secs: (sec(100) + 900_000_000).div_ceil(NS_PER_SEC),
-        };
+        let seen = sighting_at(5, sec(100) + 900_000_000);
         assert_eq!(seen.at_unix_secs, 101);
+        assert_eq!(
+            sighting_at(5, sec(100)).at_unix_secs,
+            100,
+            "a whole second stays"
+        );
         assert_eq!(seen_at(seen, sec(108), now), now - Duration::from_secs(7));
         // Restored at 108.6 s: 7.6 s counted, not 8.
         let at = seen_at(seen, sec(108) + 600_000_000, now);
