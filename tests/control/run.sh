@@ -28,6 +28,8 @@ ok() { passed=$((passed + 1)); log "PASS $1"; }
 bad() { failed=$((failed + 1)); failures+=("$1"); log "FAIL $1: ${2:-}"; }
 # shellcheck source=../lib/netns.sh
 source "$root/tests/lib/netns.sh"
+# shellcheck source=../lib/vlan_cpe.sh
+source "$root/tests/lib/vlan_cpe.sh"
 
 cleanup() {
     set +e
@@ -549,22 +551,20 @@ kill -TERM "$ctl_pid"; wait "$ctl_pid" 2>/dev/null; ctl_pid=
 echo "lineIdentity: true" >>"$tmp/control.yaml"
 echo ",0/0/300/0,,bronze" >>"$tmp/subscribers.csv"
 if start_control; then
-    dora300() { inns h1 /usr/bin/python3 "$here/dhcp.py" dora e0 "$1" 1 300 2>>"$tmp/clients.log" | jq_py 'list(d.items())[0][1] if d else ""'; }
-    view300() { apiget "/v1/sessions?limit=1000&outerVlan=300" | jq_py '";".join("%s %s plan %s %s" % (s["state"], s["mac"], s["planId"], s.get("ip")) for s in d["sessions"])'; }
-    ip_a=$(dora300 0a:ee:00:00)
-    s_a=$(view300)
-    if [[ -n $ip_a && $s_a == "active 0a:ee:00:00:00:00 plan 11 $ip_a" ]] && audit_clean >/dev/null; then
+    ip_a=$(vlan_dora h1 0a:ee:00:00 300)
+    s_a=$(sessions_on_vlan 300)
+    if [[ -n $ip_a && $s_a == "active 0a:ee:00:00:00:00 plan 11 $ip_a captive=False" ]] && audit_clean >/dev/null; then
         ok "a_line_names_its_subscriber (a CPE on VLAN 300 at $ip_a on bronze by the record of 0/0/300/0)"; else
         bad a_line_names_its_subscriber "ip=$ip_a sessions=$s_a $(audit_clean)"; fi
     replaced0=$(counter "session replaced: another MAC with its identity")
     held0=$(counter "DISCOVER while releasing: answered once removed")
     # One DISCOVER, answered once the old session's removal is confirmed (dhcp.py sends it
     # once and waits): the new CPE does not wait out a retransmission.
-    ip_b=$(dora300 0a:ef:00:00)
-    s_b=$(view300)
+    ip_b=$(vlan_dora h1 0a:ef:00:00 300)
+    s_b=$(sessions_on_vlan 300)
     replaced=$(($(counter "session replaced: another MAC with its identity") - replaced0))
     held=$(($(counter "DISCOVER while releasing: answered once removed") - held0))
-    if [[ -n $ip_b && $ip_b == "$ip_a" && $s_b == "active 0a:ef:00:00:00:00 plan 11 $ip_b" && $replaced == 1 && $held == 1 ]] && audit_clean >/dev/null; then
+    if [[ -n $ip_b && $ip_b == "$ip_a" && $s_b == "active 0a:ef:00:00:00:00 plan 11 $ip_b captive=False" && $replaced == 1 && $held == 1 ]] && audit_clean >/dev/null; then
         ok "a_cpe_swapped_on_its_line_takes_its_place (the new MAC at $ip_b on its first DISCOVER, the old session ended)"; else
         bad a_cpe_swapped_on_its_line_takes_its_place "ip=$ip_b (was $ip_a) sessions=$s_b replaced=$replaced held=$held $(audit_clean)"; fi
 else

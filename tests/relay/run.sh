@@ -36,6 +36,8 @@ ok() { passed=$((passed + 1)); echo "ok - $1"; }
 bad() { failed=$((failed + 1)); failures+=("$1"); echo "not ok - $1: ${2:-}"; }
 # shellcheck source=../lib/netns.sh
 source "$root/tests/lib/netns.sh"
+# shellcheck source=../lib/vlan_cpe.sh
+source "$root/tests/lib/vlan_cpe.sh"
 
 cleanup() {
     set +e
@@ -315,18 +317,16 @@ kill -TERM "$ctl_pid"; wait "$ctl_pid" 2>/dev/null; ctl_pid=
 { cat "$tmp/control.yaml"; echo "lineIdentity: true"; } >"$tmp/line.yaml"
 echo ",0/0/300/0,,gold" >>"$tmp/subscribers.csv"
 if start_control "$tmp/line.yaml"; then
-    dora300() { inns h1 /usr/bin/python3 "$root/tests/control/dhcp.py" dora e0 "$1" 1 300 2>>"$tmp/clients.log" | jq_py 'list(d.items())[0][1] if d else ""'; }
-    view300() { apiget "/v1/sessions?limit=1000&outerVlan=300" | jq_py '";".join("%s %s plan %s %s captive=%s" % (s["state"], s["mac"], s["planId"], s.get("ip"), s["captive"]) for s in d["sessions"])'; }
-    ip_a=$(dora300 0a:f0:00:00)
-    s_a=$(view300)
+    ip_a=$(vlan_dora h1 0a:f0:00:00 300)
+    s_a=$(sessions_on_vlan 300)
     if [[ $ip_a == 100.64.0.250 && $s_a == "active 0a:f0:00:00:00:00 plan 10 100.64.0.250 captive=False" ]] && audit_clean >/dev/null; then
         ok "relayed_line_names_its_subscriber_and_reaches_kea (Kea's reservation for circuit-id 0/0/300/0, admitted by the line's record)"; else
         bad relayed_line_names_its_subscriber_and_reaches_kea "ip=$ip_a sessions=$s_a $(audit_clean)"; fi
     replaced0=$(counter "session replaced: another MAC with its identity")
-    ip_b=$(dora300 0a:f1:00:00)
-    [[ -n $ip_b ]] || { sleep 1; ip_b=$(dora300 0a:f1:00:00); }
+    ip_b=$(vlan_dora h1 0a:f1:00:00 300)
+    [[ -n $ip_b ]] || { sleep 1; ip_b=$(vlan_dora h1 0a:f1:00:00 300); }
     sleep 0.5 # the old session leaves once the dataplane confirms its removal
-    s_b=$(view300)
+    s_b=$(sessions_on_vlan 300)
     replaced=$(($(counter "session replaced: another MAC with its identity") - replaced0))
     if [[ -n $ip_b && $s_b == "active 0a:f1:00:00:00:00 plan 10 $ip_b captive=False" && $replaced == 1 ]] && audit_clean >/dev/null; then
         ok "relayed_cpe_swapped_on_its_line_takes_its_place (the new MAC at $ip_b from Kea, the old session ended)"; else
