@@ -5,7 +5,7 @@
 //! |---|---|---|
 //! | GET | /v1/sessions?after=&limit=&state=&mac=&ip=&captive=&plan=&outerVlan=&innerVlan= | a page; `nextAfter` 0 at the end |
 //! | GET | /v1/sessions/{id} | one session |
-//! | GET | /v1/sessions/{id}/counters | its dataplane counters |
+//! | GET | /v1/sessions/{id}/counters | its dataplane counters, and since when they count |
 //! | DELETE | /v1/sessions/{id} | release it (locally and in the dataplane) |
 //! | PUT | /v1/sessions/{id}/plan | `{"plan": name}`: change its plan |
 //! | POST | /v1/sessions/drain?max= | release up to `max` (default all), in chunks between which DHCP is served |
@@ -27,6 +27,7 @@
 //! chunked response. `cnf-control/API.md` documents the fields clients rely on.
 
 pub mod auth;
+mod counters;
 mod status;
 mod subscribers;
 
@@ -242,41 +243,6 @@ async fn audit(State(s): State<ApiState>) -> ApiResult {
     Ok(Json(out).into_response())
 }
 
-async fn counters(State(s): State<ApiState>, Path(id): Path<u64>) -> ApiResult {
-    let v = ask(&s, |reply| ApiCmd::Get { id, reply })
-        .await?
-        .ok_or_else(|| err(StatusCode::NOT_FOUND, format!("no session {id}")))?;
-    let addr = s
-        .dp_addrs
-        .get(v.dataplane as usize)
-        .ok_or_else(|| err(StatusCode::NOT_FOUND, "no such dataplane"))?;
-    let mut c = crate::dataplane::connect(addr)
-        .await
-        .map_err(|e| err(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
-    let r = c
-        .get_counters(crate::dataplane::sessions_request(vec![id]))
-        .await
-        .map_err(|e| err(StatusCode::BAD_GATEWAY, e.message().to_string()))?
-        .into_inner();
-    let c = r.sessions.first();
-    let dir = |d: Option<&kbng_api::v1::ColourCounters>| {
-        d.map(|d| {
-            json!({
-                "greenPackets": d.green_packets, "greenBytes": d.green_bytes,
-                "yellowPackets": d.yellow_packets, "yellowBytes": d.yellow_bytes,
-                "redPackets": d.red_packets, "redBytes": d.red_bytes,
-                "droppedPackets": d.dropped_packets, "droppedBytes": d.dropped_bytes,
-            })
-        })
-    };
-    Ok(Json(json!({
-        "id": id,
-        "upstream": dir(c.and_then(|c| c.upstream.as_ref())),
-        "downstream": dir(c.and_then(|c| c.downstream.as_ref())),
-    }))
-    .into_response())
-}
-
 async fn nodes(State(s): State<ApiState>, Path(i): Path<usize>) -> ApiResult {
     let addr = s
         .dp_addrs
@@ -337,7 +303,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/sessions", get(list))
         .route("/v1/sessions/drain", post(drain))
         .route("/v1/sessions/{id}", get(get_one).delete(release))
-        .route("/v1/sessions/{id}/counters", get(counters))
+        .route("/v1/sessions/{id}/counters", get(counters::counters))
         .route("/v1/sessions/{id}/plan", put(change_plan))
         .route("/v1/watch", get(watch))
         .route("/v1/status", get(status::status))

@@ -249,6 +249,11 @@ async fn show(c: &Client, id: u64, output: Output) -> anyhow::Result<ExitCode> {
     }
     match counters {
         Ok(cn) => {
+            println!(
+                "  counted from {} (dataplane boot {})",
+                time(&cn["countedSinceNs"]),
+                s(&cn["dataplaneBootId"])
+            );
             println!("  counters     packets/bytes (green, yellow, red), dropped");
             for dir in ["upstream", "downstream"] {
                 let d = &cn[dir];

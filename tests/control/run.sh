@@ -214,7 +214,8 @@ rows=$(kbngctl sessions list --state active | grep -c ' active ')
 if [[ $rows == 42 ]]; then ok kbngctl_filters_by_state; else bad kbngctl_filters_by_state "rows=$rows"; fi
 c2_id=$(apiget "/v1/sessions?ip=$(addr_of c2)" | jq_py 'd["sessions"][0]["id"]')
 shown=$(kbngctl sessions show "$c2_id" -o json)
-if echo "$shown" | jq_py 'd["session"]["mac"] == "02:00:00:00:01:02" and d["counters"]["upstream"]["greenPackets"] > 0' | grep -q True; then
+# Bound after the dataplane started: counted from its binding.
+if echo "$shown" | jq_py 'd["session"]["mac"] == "02:00:00:00:01:02" and d["counters"]["upstream"]["greenPackets"] > 0 and d["counters"]["countedSinceNs"] == d["session"]["boundAtNs"]' | grep -q True; then
     ok "kbngctl_shows_session_with_counters ($c2_id)"; else bad kbngctl_shows_session_with_counters "$shown"; fi
 gold=$(kbngctl plans -o json | jq_py '[p["sessions"] for p in d["plans"] if p["name"] == "gold"][0]')
 if [[ $gold == 42 ]]; then ok kbngctl_plans_count_sessions; else bad kbngctl_plans_count_sessions "gold=$gold"; fi
@@ -507,6 +508,18 @@ fi
 dataplane_stop
 dataplane_start "$dp_bin" "$sock" "$tmp/dataplane-3.log"
 control_wait_connected "$api" || bad dataplane_back_at_full_size "$(apiget /v1/dataplanes)"
+# c2, bound long before this dataplane started, is counted afresh from that start, and its
+# counters say so (the session itself keeps its binding time).
+c2_id=$(apiget "/v1/sessions?ip=$(addr_of c2)" | jq_py 'd["sessions"][0]["id"]')
+c2_view=$(apiget "/v1/sessions/$c2_id")
+c2_counters=$(apiget "/v1/sessions/$c2_id/counters")
+dp_identity=$(apiget /v1/status | jq_py 'json.dumps(d["dataplanes"][0]["identity"])')
+since_ok=$(/usr/bin/python3 -c '
+import json, sys
+s, c, i = (json.loads(a) for a in sys.argv[1:])
+print(c["countedSinceNs"] == i["startedUnixNs"] > s["boundAtNs"] and c["dataplaneBootId"] == i["bootId"])' "$c2_view" "$c2_counters" "$dp_identity" 2>&1)
+if [[ $since_ok == True ]]; then ok "restarted_dataplane_counts_from_its_start (c2 $c2_id)"; else
+    bad restarted_dataplane_counts_from_its_start "$since_ok session=$c2_view counters=$c2_counters identity=$dp_identity"; fi
 
 # ---- the host's wall clock steps an hour (six lease times) ahead under a running control
 # (libfaketime steps what the control reads as the wall clock, nothing else): no lease ends

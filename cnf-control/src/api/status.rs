@@ -115,6 +115,7 @@ async fn identity(target: &crate::dataplane::Target) -> Result<serde_json::Value
         "dataplaneId": id.dataplane_id,
         "version": id.version,
         "bootId": id.boot_id,
+        "startedUnixNs": id.started_unix_ns,
         "numaNode": id.numa_node,
         "mainCore": id.main_core,
         "workerCores": id.worker_cores,
