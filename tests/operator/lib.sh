@@ -84,6 +84,24 @@ jq_true() {
 
 k() { kubectl -n "$NS" "$@"; }
 
+# Succeeds only on the API server's NotFound for $1 (kind/name), not on any other failure.
+not_found() {
+  local out
+  out=$(kubectl -n "$NS" get "$1" 2>&1)
+  [[ $? -ne 0 && $out == *"(NotFound)"* ]]
+}
+
+# The objects of the kinds a BNG owns labelled $1 (one kind/name a line); fails with kubectl.
+labelled() {
+  kubectl -n "$NS" get sts,deploy,rs,pods,cm,svc,sa,role,rolebinding,networkpolicy,secret -l "$1" -o name
+}
+
+# Succeeds when kubectl answered and listed no object labelled $1.
+none_labelled() {
+  local out
+  out=$(labelled "$1") && [[ -z $out ]]
+}
+
 # --- operator processes --------------------------------------------------------
 
 declare -A OPERATOR_PIDS=()

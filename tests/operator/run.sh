@@ -467,6 +467,7 @@ t_plan_edit_reaches_status_and_control_config() {
 t_operator_killed_mid_reconcile_converges() {
   local rc=0 before after
   before=$(k get sts lab-dataplane -o json | jq -c '{g: .metadata.generation, spec: .spec.template}')
+  [[ -n $before ]] || { echo "no lab dataplane StatefulSet to compare with"; return 1; }
   bng_json crash '.' | kubectl apply -f - || return 1
   sleep 0.3
   stop_operator op-a KILL
@@ -512,11 +513,14 @@ t_only_the_lease_holder_writes() {
 }
 
 t_deleting_the_bng_drains_and_cleans_up() {
-  local rc=0 left
+  local rc=0 left owned
+  # The label selects what the BNG owns: were it lost, the emptiness below would prove nothing.
+  owned=$(labelled kbng.dev/bng=lab) || return 1
+  expect_match "$owned" 'statefulset.apps/lab-dataplane' "objects labelled kbng.dev/bng=lab before the delete" || return 1
   k delete bng lab --wait=false || return 1
-  eventually 60 bash -c "! kubectl -n $NS get bng lab" || rc=1
-  eventually 60 bash -c "[[ -z \$(kubectl -n $NS get sts,deploy,rs,pods,cm,svc,sa,role,rolebinding,networkpolicy,secret -l kbng.dev/bng=lab -o name) ]]" || rc=1
-  left=$(k get sts,deploy,rs,pods,cm,svc,sa,role,rolebinding,networkpolicy,secret -l kbng.dev/bng=lab -o name)
+  eventually 60 not_found bng/lab || rc=1
+  eventually 60 none_labelled kbng.dev/bng=lab || rc=1
+  left=$(labelled kbng.dev/bng=lab) || rc=1
   expect_eq "$left" "" "objects left of BNG lab" || rc=1
   expect_eq "$(k get events.events.k8s.io -o json | jq -c '[.items[] | select(.regarding.name == "lab" and (.reason | test("^Drain"))) | .reason] | unique')" \
     '["DrainTimedOut","Draining"]' "drain events (no control process runs on kwok: its API never answers)" || rc=1
@@ -567,7 +571,9 @@ t_operator_health_endpoints() {
     expect_match "$(grep "^kbng_operator_reconcile_duration_seconds_count{kind=\"$kind\",result=\"ok\"" <<<"$metrics")" \
       ' [1-9][0-9]*$' "leader's $kind reconciles on /metrics" || rc=1
   done
-  expect_eq "$(curl -s "http://127.0.0.1:${ADMIN_PORTS[op-a]}/metrics" | grep -c '^kbng_operator_reconcile_duration_seconds_count')" 0 \
+  local standby
+  standby=$(curl -sf "http://127.0.0.1:${ADMIN_PORTS[op-a]}/metrics") || { echo "the standby's /metrics did not answer"; rc=1; }
+  expect_eq "$(grep -c '^kbng_operator_reconcile_duration_seconds_count' <<<"$standby")" 0 \
     "standby's reconciles on /metrics" || rc=1
   # Each BNG with a licenceRef has its licence gauge, agreeing with its LicenceValid condition
   # (one being deleted is only drained, not converged: it may have none).
@@ -898,7 +904,7 @@ t_real_control_reports_to_status_and_drains() {
   mkdir -p "$WORK/argo" && k get bng real -o json >"$WORK/argo/real-bng.json"
   # Deletion drains through the API: the control is asked, and polled until it holds nothing.
   k delete bng real --wait=false || return 1
-  eventually 30 bash -c "! kubectl -n $NS get bng real" || rc=1
+  eventually 30 not_found bng/real || rc=1
   expect_eq "$(k get events.events.k8s.io -o json | jq -c '[.items[] | select(.regarding.name == "real" and (.reason | test("^Drain"))) | .reason] | unique')" \
     '["Drained","Draining"]' "drain events" || rc=1
   expect_eq "$(curl -s "${auth[@]}" "http://$api/v1/status" | jq -cS .sessions)" '{"active":0,"captive":0,"total":0}' \
