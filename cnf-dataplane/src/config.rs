@@ -247,6 +247,9 @@ fn parse_cores(s: &str) -> Result<Vec<u32>, String> {
             ),
         }
     }
+    if v.is_empty() {
+        return Err(format!("--cores: no core in {s:?}"));
+    }
     Ok(v)
 }
 
@@ -324,6 +327,16 @@ fn uplink_addressing(
     }
     if args.icmp_error_pps == 0 {
         errors.push("--icmp-error-pps: at least 1".into());
+    }
+    if args.punt_pps == 0 {
+        errors.push("--punt-pps: at least 1".into());
+    }
+    if args.gateways.len() > crate::tables::access::MAX_GATEWAYS {
+        errors.push(format!(
+            "--gateway: {} given, at most {}",
+            args.gateways.len(),
+            crate::tables::access::MAX_GATEWAYS
+        ));
     }
     let addr = args.uplink_address.as_deref().and_then(|s| {
         let parsed = s
@@ -576,6 +589,31 @@ mod tests {
         ];
         v.extend_from_slice(extra);
         Args::try_parse_from(v)
+    }
+
+    #[test]
+    fn cores_naming_no_core_and_a_zero_punt_rate_are_refused() {
+        for cores in ["", ",", " , "] {
+            let a = Args::try_parse_from([
+                "kbng-dataplane",
+                "--cores",
+                cores,
+                "--access",
+                "net_null0",
+                "--uplink",
+                "net_null1",
+                "--next-hop-mac",
+                "02:00:00:00:00:01",
+            ])
+            .unwrap();
+            let e = Config::from_args(a).unwrap_err();
+            assert!(
+                e.iter().any(|m| m.starts_with("--cores: ")),
+                "{cores:?}: {e:?}"
+            );
+        }
+        let e = Config::from_args(args(&["--punt-pps", "0"]).unwrap()).unwrap_err();
+        assert_eq!(e, ["--punt-pps: at least 1"]);
     }
 
     #[test]

@@ -310,8 +310,8 @@ fn run(cfg: Config) -> anyhow::Result<()> {
         std::collections::hash_map::RandomState::new().hash_one(0x6b62_6e67u64)
     };
     let punt_burst = u64::from(cfg.args.punt_pps).max(64);
-    let punt_limit = SrTcmProfile::new(hz, u64::from(cfg.args.punt_pps).max(1), punt_burst, 0)
-        .context("punt rate")?;
+    let punt_limit =
+        SrTcmProfile::new(hz, u64::from(cfg.args.punt_pps), punt_burst, 0).context("punt rate")?;
     let icmp_pps = u64::from(cfg.args.icmp_error_pps);
     let icmp_limit =
         SrTcmProfile::new(hz, icmp_pps, (icmp_pps / 10).max(10), 0).context("ICMP error rate")?;
