@@ -300,6 +300,27 @@ fn cidr(s: &str) -> Result<(Ipv4Addr, u8), String> {
     Ok((ip, len))
 }
 
+/// A network prefix: [`cidr`] with no host bits set (`100.64.0.1/24` is refused, naming the
+/// network meant), as the dataplanes and pools take it.
+fn network(s: &str) -> Result<(Ipv4Addr, u8), String> {
+    let (ip, len) = cidr(s)?;
+    let mask = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
+    let net = Ipv4Addr::from(u32::from(ip) & mask);
+    if net != ip {
+        return Err(format!(
+            "{s:?} has host bits set (the network is {net}/{len})"
+        ));
+    }
+    Ok((ip, len))
+}
+
+/// Walled-garden rules a dataplane's access table holds (`kbng_dataplane::tables::access`);
+/// it refuses a larger configuration whole.
+const MAX_GARDEN_RULES: usize = 256;
+
+/// A pool's lease time, as the BNG resource's schema bounds it.
+const LEASE_SECS: std::ops::RangeInclusive<u32> = 60..=31_536_000;
+
 impl Config {
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
@@ -381,7 +402,15 @@ impl ConfigFile {
         let mut pools = Vec::new();
         for (i, p) in self.pools.iter().enumerate() {
             let at = format!("pools[{i}]");
-            let net = cidr(&p.cidr).map_err(|e| format!("{at}.cidr: {e}"));
+            let net = network(&p.cidr).map_err(|e| format!("{at}.cidr: {e}"));
+            if !LEASE_SECS.contains(&p.lease_secs) {
+                problems.push(format!(
+                    "{at}.leaseSecs: {} not in {}..={}",
+                    p.lease_secs,
+                    LEASE_SECS.start(),
+                    LEASE_SECS.end()
+                ));
+            }
             let gw = p
                 .gateway
                 .parse::<Ipv4Addr>()
@@ -423,10 +452,16 @@ impl ConfigFile {
             problems.extend(errs.into_iter().map(|e| e.to_string()));
         }
         let mut plans = HashMap::new();
+        let mut ids = std::collections::HashSet::new();
         let mut checked_plans = Vec::new();
         for (i, p) in self.plans.into_iter().enumerate() {
             if plans.insert(p.name.clone(), p.id).is_some() {
                 problems.push(format!("plans[{i}].name: {:?} twice", p.name));
+            }
+            // The dataplanes key policers by id: a second plan with it would replace the
+            // first's rates for every session on either.
+            if !ids.insert(p.id) {
+                problems.push(format!("plans[{i}].id: {} twice", p.id));
             }
             checked_plans.extend(p.check(i, &mut problems));
         }
@@ -453,8 +488,16 @@ impl ConfigFile {
             problems.push("walledGarden.portalUrl: must be an http(s) URL".into());
         }
         let mut garden = Vec::new();
+        // The dataplanes refuse an access configuration with more (all of it, not the rest).
+        if self.walled_garden.allowed.len() > MAX_GARDEN_RULES {
+            problems.push(format!(
+                "walledGarden.allowed: {} rules, at most {}",
+                self.walled_garden.allowed.len(),
+                MAX_GARDEN_RULES
+            ));
+        }
         for (i, r) in self.walled_garden.allowed.iter().enumerate() {
-            match cidr(&r.prefix) {
+            match network(&r.prefix) {
                 Ok((a, l)) => garden.push((a, l, r.protocol, r.port)),
                 Err(e) => problems.push(format!("walledGarden.allowed[{i}].prefix: {e}")),
             }
@@ -584,6 +627,44 @@ walledGarden: {portalUrl: "http://192.0.2.80/", allowed: [{prefix: 192.0.2.80/32
         let bad = format!("{GOOD}\nsurprise: 1\n");
         let e = serde_yaml_ng::from_str::<ConfigFile>(&bad).unwrap_err();
         assert!(e.to_string().contains("surprise"), "{e}");
+    }
+
+    #[test]
+    fn what_the_dataplanes_and_pools_would_refuse_or_misread_is_refused_here() {
+        let garden: String = (0..257)
+            .map(|i| format!("{{prefix: 10.0.{}.{}/32}}", i / 256, i % 256))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let cases = [
+            (
+                GOOD.replace("cidr: 100.64.0.0/24", "cidr: 100.64.0.1/24"),
+                r#"pools[0].cidr: "100.64.0.1/24" has host bits set (the network is 100.64.0.0/24)"#,
+            ),
+            (
+                GOOD.replace("leaseSecs: 600", "leaseSecs: 0"),
+                "pools[0].leaseSecs: 0 not in 60..=31536000",
+            ),
+            (
+                GOOD.replace(
+                    "plans: [{name: gold, id: 10, rateBps: 100000000}]",
+                    "plans: [{name: gold, id: 10, rateBps: 100000000}, {name: silver, id: 10, rateBps: 50000000}]",
+                ),
+                "plans[1].id: 10 twice",
+            ),
+            (
+                GOOD.replace("prefix: 192.0.2.80/32", "prefix: 192.0.2.80/24"),
+                r#"walledGarden.allowed[0].prefix: "192.0.2.80/24" has host bits set (the network is 192.0.2.0/24)"#,
+            ),
+            (
+                GOOD.replace("allowed: [{prefix: 192.0.2.80/32}]", &format!("allowed: [{garden}]")),
+                "walledGarden.allowed: 257 rules, at most 256",
+            ),
+        ];
+        for (text, said) in cases {
+            let f: ConfigFile = serde_yaml_ng::from_str(&text).unwrap();
+            let problems = f.validate().unwrap_err();
+            assert_eq!(problems, [said]);
+        }
     }
 
     #[test]

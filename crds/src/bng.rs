@@ -560,6 +560,7 @@ pub enum GardenProtocol {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[x_kube(validation = Rule::new("self.protocol != 'any' || !has(self.port)").message("a port needs protocol tcp or udp"))]
+#[x_kube(validation = Rule::new("cidr(self.prefix) == cidr(self.prefix).masked()").message("prefix must not have host bits set"))]
 pub struct GardenAllow {
     #[schemars(regex(pattern = CIDR_PATTERN), length(max = 18))]
     pub prefix: String,

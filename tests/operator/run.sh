@@ -186,6 +186,9 @@ t_bad_crs_are_refused() {
     'cidr must not have host bits set' || rc=1
   refused "gateway outside the pool" "$(bng_json gw '.spec.pools[0].gateway = "10.9.9.9"')" \
     'gateway must be inside cidr' || rc=1
+  refused "host bits in a walled-garden prefix" \
+    "$(bng_json garden '.spec.walledGarden.allowed[0].prefix = "198.51.100.53/24"')" \
+    'prefix must not have host bits set' || rc=1
   refused "memoryMib too small for the session tables" \
     "$(bng_json mem '.spec.dataplane.sessionCapacity = 1000000')" \
     'memoryMib is too small for sessionCapacity and workerCores' || rc=1
