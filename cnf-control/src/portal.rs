@@ -44,26 +44,31 @@ fn isn(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16) -> u32 {
     h
 }
 
-/// The frames answering one punted segment (empty when none is due or it is not TCP).
-pub fn answer(frame: &[u8], url: &str) -> Vec<Vec<u8>> {
+/// Why a punted frame got no answer: it was no TCP segment over IPv4, which is all the
+/// dataplane punts for the portal (so a malformed or foreign frame). Counted by the caller.
+pub const MALFORMED: &str = "portal punt malformed: dropped";
+
+/// The frames answering one punted segment (none when none is due: a bare ACK, a RST), or
+/// [`MALFORMED`].
+pub fn answer(frame: &[u8], url: &str) -> Result<Vec<Vec<u8>>, &'static str> {
     let Ok(l2) = parse_l2(frame) else {
-        return vec![];
+        return Err(MALFORMED);
     };
     if l2.ethertype != ethertype::IPV4 {
-        return vec![];
+        return Err(MALFORMED);
     }
     let Ok(ip) = Ipv4Packet::new_checked(&frame[l2.l3_offset()..]) else {
-        return vec![];
+        return Err(MALFORMED);
     };
     if ip.protocol() != protocol::TCP {
-        return vec![];
+        return Err(MALFORMED);
     }
     let Ok(tcp) = TcpPacket::new_checked(ip.payload()) else {
-        return vec![];
+        return Err(MALFORMED);
     };
     let f = tcp.flags();
     if f.contains(TcpFlags::RST) {
-        return vec![];
+        return Ok(vec![]);
     }
     let s = isn(ip.src(), ip.dst(), tcp.src_port(), tcp.dst_port());
     let body = response(url);
@@ -82,36 +87,36 @@ pub fn answer(frame: &[u8], url: &str) -> Vec<Vec<u8>> {
         )
     };
     if f.contains(TcpFlags::SYN) {
-        return reply(
+        return Ok(reply(
             s,
             tcp.seq().wrapping_add(1),
             TcpFlags::SYN | TcpFlags::ACK,
             &[],
         )
         .into_iter()
-        .collect();
+        .collect());
     }
     if plen > 0 {
         let ack = tcp
             .seq()
             .wrapping_add(plen)
             .wrapping_add(u32::from(f.contains(TcpFlags::FIN)));
-        return reply(
+        return Ok(reply(
             s.wrapping_add(1),
             ack,
             TcpFlags::PSH | TcpFlags::ACK | TcpFlags::FIN,
             &body,
         )
         .into_iter()
-        .collect();
+        .collect());
     }
     if f.contains(TcpFlags::FIN) {
         let seq = s.wrapping_add(2).wrapping_add(body.len() as u32);
-        return reply(seq, tcp.seq().wrapping_add(1), TcpFlags::ACK, &[])
+        return Ok(reply(seq, tcp.seq().wrapping_add(1), TcpFlags::ACK, &[])
             .into_iter()
-            .collect();
+            .collect());
     }
-    vec![]
+    Ok(vec![])
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -202,7 +207,7 @@ mod tests {
 
     #[test]
     fn syn_request_fin_exchange() {
-        let syn = answer(&segment(TcpFlags::SYN, 1000, &[]), URL);
+        let syn = answer(&segment(TcpFlags::SYN, 1000, &[]), URL).unwrap();
         let (l2, src, t, _) = parse(&syn[0]);
         assert_eq!(l2.dst, MacAddr([2, 0, 0, 0, 0, 9]));
         assert_eq!(l2.outer_vid(), Some(100), "tags kept");
@@ -216,7 +221,7 @@ mod tests {
         let isn = t.seq;
 
         let get = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
-        let r = answer(&segment(TcpFlags::ACK | TcpFlags::PSH, 1001, get), URL);
+        let r = answer(&segment(TcpFlags::ACK | TcpFlags::PSH, 1001, get), URL).unwrap();
         let (_, _, t, body) = parse(&r[0]);
         assert_eq!(
             (t.seq, t.ack),
@@ -229,16 +234,21 @@ mod tests {
         let fin = answer(
             &segment(TcpFlags::ACK | TcpFlags::FIN, 1001 + get.len() as u32, &[]),
             URL,
-        );
+        )
+        .unwrap();
         let (_, _, t, _) = parse(&fin[0]);
         assert_eq!(t.flags, TcpFlags::ACK);
-        assert!(answer(&segment(TcpFlags::ACK, 5, &[]), URL).is_empty());
-        assert!(answer(&segment(TcpFlags::RST, 5, &[]), URL).is_empty());
+        assert_eq!(answer(&segment(TcpFlags::ACK, 5, &[]), URL), Ok(vec![]));
+        assert_eq!(answer(&segment(TcpFlags::RST, 5, &[]), URL), Ok(vec![]));
     }
 
     #[test]
-    fn garbage_is_ignored() {
-        assert!(answer(&[], URL).is_empty());
-        assert!(answer(&[0u8; 60], URL).is_empty());
+    fn garbage_is_refused_as_malformed() {
+        assert_eq!(answer(&[], URL), Err(MALFORMED));
+        assert_eq!(answer(&[0u8; 60], URL), Err(MALFORMED));
+        let mut not_tcp = segment(TcpFlags::SYN, 1, &[]);
+        let l3 = parse_l2(&not_tcp).unwrap().l3_offset();
+        not_tcp[l3 + 9] = 17; // UDP
+        assert_eq!(answer(&not_tcp, URL), Err(MALFORMED));
     }
 }

@@ -370,6 +370,9 @@ impl Running {
                     }
                 }
                 Some(d) = crate::relay::recv(&mut self.relay) => {
+                    if d.dropped_before > 0 {
+                        self.engine.add_counter(crate::relay::DROPPED_BUSY, d.dropped_before);
+                    }
                     let out = self.engine.relay_reply(d.from, &d.payload, now_ns());
                     self.outputs(out, &mut b);
                 }
@@ -493,18 +496,28 @@ impl Running {
                     self.outputs(out, b);
                 }
                 Ok(pb::PuntReason::PortalHttp) => {
-                    for f in crate::portal::answer(&frame.frame, &self.cfg.portal_url) {
-                        b.sends.push((
-                            dataplane,
-                            DpCmd::Inject {
-                                port: frame.port,
-                                frame: f,
-                                announces: None,
-                            },
-                        ));
+                    match crate::portal::answer(&frame.frame, &self.cfg.portal_url) {
+                        Ok(answers) => {
+                            for f in answers {
+                                b.sends.push((
+                                    dataplane,
+                                    DpCmd::Inject {
+                                        port: frame.port,
+                                        frame: f,
+                                        announces: None,
+                                    },
+                                ));
+                            }
+                        }
+                        Err(why) => self.engine.add_counter(why, 1),
                     }
                 }
-                _ => {}
+                // Proxy ARP answers the gateways in the dataplane; the control has nothing
+                // to say to other ARP, nor to a reason newer than itself.
+                Ok(pb::PuntReason::Arp) => self.engine.add_counter("ARP punt ignored", 1),
+                _ => self
+                    .engine
+                    .add_counter("punt of an unknown reason dropped", 1),
             },
             DpEvent::Up {
                 dataplane,

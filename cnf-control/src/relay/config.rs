@@ -139,10 +139,18 @@ pub fn validate(
         }
     }
     let listen_text = r.listen.as_deref().unwrap_or("0.0.0.0:67");
-    let listen = listen_text.parse::<SocketAddr>().ok().or_else(|| {
-        problems.push(format!("relay.listen: {listen_text:?} is not address:port"));
-        None
-    });
+    // IPv4 only: on a dual-stack IPv6 socket the servers' answers would come from mapped
+    // addresses that the relay, whose servers are IPv4, would not take for theirs.
+    let listen = listen_text
+        .parse::<std::net::SocketAddrV4>()
+        .ok()
+        .map(SocketAddr::V4)
+        .or_else(|| {
+            problems.push(format!(
+                "relay.listen: {listen_text:?} is not IPv4 address:port"
+            ));
+            None
+        });
     let giaddr = match &r.giaddr {
         Some(g) => g
             .parse::<Ipv4Addr>()
@@ -265,6 +273,14 @@ mod tests {
             assert!(p.starts_with(f), "{p} should name {f}");
         }
         assert!(run("{mode: relay}", None).unwrap_err()[0].starts_with("relay:"));
+        let v6 = run(
+            "{mode: relay}",
+            Some("{servers: [192.0.2.1], listen: '[::]:67'}"),
+        );
+        assert_eq!(
+            v6.unwrap_err(),
+            [r#"relay.listen: "[::]:67" is not IPv4 address:port"#]
+        );
         assert!(
             run("{mode: server}", Some("{servers: [192.0.2.1]}")).unwrap_err()[0]
                 .contains("dhcp.mode")

@@ -18,7 +18,13 @@ use crate::core::relay::ToServer;
 pub struct ServerDatagram {
     pub from: SocketAddrV4,
     pub payload: Vec<u8>,
+    /// Datagrams dropped since the one before this, the engine task being too busy to take
+    /// them (counted when this one is taken: the receiving task has no counter of its own).
+    pub dropped_before: u64,
 }
+
+/// The counter of [`ServerDatagram::dropped_before`].
+pub const DROPPED_BUSY: &str = "relay: server datagram dropped, engine busy";
 
 /// The engine task's ends of the relay socket.
 #[derive(Debug)]
@@ -56,6 +62,7 @@ pub async fn start(listen: SocketAddr) -> Result<RelayLink, RelayIoError> {
         // Larger than any DHCP message a server sends over an Ethernet MTU.
         let mut buf = vec![0u8; 4096];
         let mut warned: Option<Instant> = None;
+        let mut dropped = 0;
         loop {
             let (n, from) = match recv_sock.recv_from(&mut buf).await {
                 Ok(x) => x,
@@ -65,16 +72,21 @@ pub async fn start(listen: SocketAddr) -> Result<RelayLink, RelayIoError> {
                     continue;
                 }
             };
+            // The socket is bound to an IPv4 address (relay.listen), so every sender is one.
             let SocketAddr::V4(from) = from else { continue };
             let d = ServerDatagram {
                 from,
                 payload: buf[..n].to_vec(),
+                dropped_before: dropped,
             };
             match in_tx.try_send(d) {
-                Ok(()) => {}
-                Err(mpsc::error::TrySendError::Full(_)) => warn_limited(&mut warned, || {
-                    tracing::warn!("relay: engine busy, server datagrams dropped")
-                }),
+                Ok(()) => dropped = 0,
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    dropped += 1;
+                    warn_limited(&mut warned, || {
+                        tracing::warn!("relay: engine busy, server datagrams dropped")
+                    })
+                }
                 Err(mpsc::error::TrySendError::Closed(_)) => return,
             }
         }
