@@ -118,6 +118,18 @@ async fn list(State(s): State<ApiState>, Query(q): Query<ListQuery>) -> ApiResul
         ),
         None => None,
     };
+    // A misspelt state would select nothing and look like an empty BNG.
+    if let Some(st) = q.state.as_deref()
+        && !crate::core::session::STATE_NAMES.contains(&st)
+    {
+        return Err(err(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "unknown state {st:?}: one of {}",
+                crate::core::session::STATE_NAMES.join(", ")
+            ),
+        ));
+    }
     let filter = Filter {
         state: q.state,
         mac,
@@ -261,11 +273,15 @@ async fn nodes(State(s): State<ApiState>, Path(i): Path<usize>) -> ApiResult {
         .await
         .map_err(|e| err(StatusCode::BAD_GATEWAY, e.message().to_string()))?
         .into_inner();
-    let nodes: Vec<_> = r
+    let mut nodes: Vec<_> = r
         .nodes
         .iter()
         .map(|n| json!({ "node": n.node, "reason": n.reason, "value": n.value }))
         .collect();
+    // The workers count transmit drops apart from the nodes; the KbngDataplaneTxDrops
+    // alert's series (node port-tx) is their sum over workers, so the row is made the same.
+    let tx_full: u64 = r.workers.iter().map(|w| w.tx_dropped).sum();
+    nodes.push(json!({ "node": "port-tx", "reason": "tx queue full", "value": tx_full }));
     Ok(Json(json!({ "nodes": nodes })).into_response())
 }
 

@@ -5,7 +5,7 @@
 //!  dataplane ──Punt(DHCP, portal HTTP)──▶ dataplane.rs ──▶ engine task (core::engine, pure)
 //!      ▲                                                     │ Output::{Inject, Program,
 //!      └──Install/Modify/Remove (batched), Inject ◀──────────┘  Persist, Accounting, ...}
-//!                                              store.rs (redb) ◀─┘   radius.rs, api.rs
+//!                                                store/ (redb) ◀─┘   radius/, api.rs
 //! ```
 //!
 //! Invariants:

@@ -212,6 +212,10 @@ listed=$(kbngctl sessions list --page-size 7 -o json | jq_py 'len(set(s["id"] fo
 if [[ $listed == "$n_api" && $n_api -ge 42 ]]; then ok "kbngctl_lists_every_page ($listed sessions, pages of 7)"; else bad kbngctl_lists_every_page "kbngctl=$listed api=$n_api"; fi
 rows=$(kbngctl sessions list --state active | grep -c ' active ')
 if [[ $rows == 42 ]]; then ok kbngctl_filters_by_state; else bad kbngctl_filters_by_state "rows=$rows"; fi
+# A misspelt state is refused, not answered with an empty list.
+typo=$(kbngctl sessions list --state actve 2>&1); st=$?
+if ((st != 0)) && grep -q 'unknown state.*actve' <<<"$typo"; then ok "kbngctl_refuses_an_unknown_state (exit $st)"; else
+    bad kbngctl_refuses_an_unknown_state "exit $st: $typo"; fi
 c2_id=$(apiget "/v1/sessions?ip=$(addr_of c2)" | jq_py 'd["sessions"][0]["id"]')
 shown=$(kbngctl sessions show "$c2_id" -o json)
 # Bound after the dataplane started: counted from its binding.

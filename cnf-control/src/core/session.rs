@@ -233,6 +233,18 @@ pub enum Action {
     Forget,
 }
 
+/// Every [`State::name`], for the API's filter to refuse a misspelt one.
+pub const STATE_NAMES: [&str; 8] = [
+    "discovering",
+    "offered",
+    "authenticating",
+    "active",
+    "captive",
+    "renewing",
+    "releasing",
+    "expired",
+];
+
 impl State {
     pub fn name(&self) -> &'static str {
         match self {

@@ -24,6 +24,13 @@ impl Script {
     }
     fn at(&mut self, t_secs: u64, e: Event) -> Vec<Action> {
         let (s, a) = step(self.state.clone(), e, t_secs * S, LEASE);
+        // The API's state filter refuses names outside the list: every state reached here
+        // must be in it.
+        assert!(
+            STATE_NAMES.contains(&s.name()),
+            "{} not in STATE_NAMES",
+            s.name()
+        );
         self.state = s;
         a
     }
