@@ -38,7 +38,8 @@ struct Args {
     control_image: String,
     #[arg(long, env = "KBNG_DATAPLANE_IMAGE", default_value_t = WorkloadConfig::default().dataplane_image)]
     dataplane_image: String,
-    #[arg(long, env = "KBNG_IMAGE_PULL_POLICY", default_value = "IfNotPresent")]
+    #[arg(long, env = "KBNG_IMAGE_PULL_POLICY", default_value = "IfNotPresent",
+          value_parser = ["Always", "IfNotPresent", "Never"])]
     image_pull_policy: String,
     /// Where control pods keep sessions: a PersistentVolumeClaim, or an emptyDir (labs).
     #[arg(long, env = "KBNG_SESSION_STORE", value_enum, default_value = "pvc")]
@@ -63,7 +64,9 @@ struct Args {
     lease_namespace: String,
     #[arg(long, env = "KBNG_LEASE_NAME", default_value = "kbng-operator")]
     lease_name: String,
-    #[arg(long, env = "KBNG_LEASE_DURATION_SECS", default_value_t = 15)]
+    /// How long the leader's Lease holds without renewal (renewed every two thirds of it).
+    #[arg(long, env = "KBNG_LEASE_DURATION_SECS", default_value_t = 15,
+          value_parser = clap::value_parser!(u64).range(3..=3600))]
     lease_duration_secs: u64,
     /// This replica's name in the Lease and in events; hostname and pid when absent.
     #[arg(long, env = "POD_NAME")]
@@ -173,7 +176,7 @@ async fn main() -> anyhow::Result<()> {
         LeaseConfig::new(
             args.lease_name,
             identity.clone(),
-            Duration::from_secs(args.lease_duration_secs.max(3)),
+            Duration::from_secs(args.lease_duration_secs),
         ),
     );
     info!(%identity, "waiting for the leader lease");
@@ -216,4 +219,28 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(extra: &[&str]) -> Result<Args, clap::Error> {
+        let mut v = vec!["kbng-operator", "--licence-public-key", "k"];
+        v.extend_from_slice(extra);
+        Args::try_parse_from(v)
+    }
+
+    #[test]
+    fn out_of_range_flags_stop_the_binary_naming_them() {
+        assert!(parse(&[]).is_ok());
+        for (flag, value) in [
+            ("--lease-duration-secs", "2"),
+            ("--lease-duration-secs", "18446744073709551615"),
+            ("--image-pull-policy", "Sometimes"),
+        ] {
+            let e = parse(&[flag, value]).unwrap_err().to_string();
+            assert!(e.contains(flag) && e.contains(value), "{flag} {value}: {e}");
+        }
+    }
 }
