@@ -288,7 +288,8 @@ async fn watch(
     output: Output,
 ) -> anyhow::Result<ExitCode> {
     let mut body = c.stream("/v1/watch").await?;
-    let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+    // A timeout past what the clock can hold is no timeout (the stream ends on Ctrl-C).
+    let deadline = timeout.and_then(|t| tokio::time::Instant::now().checked_add(t));
     let mut seen = 0u64;
     let mut buf = Vec::new();
     let mut out = std::io::stdout();

@@ -119,3 +119,40 @@ fn bad_flag_stops_with_a_message_naming_it() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--public-key"));
 }
+
+#[test]
+fn days_past_the_calendar_are_an_error_naming_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let seed = dir.path().join("vendor.key");
+    let keygen = kbngctl(&[
+        "licence",
+        "keygen",
+        "--signing-key-out",
+        seed.to_str().unwrap(),
+    ]);
+    assert!(keygen.status.success(), "{keygen:?}");
+    for days in ["9223372036854775807", "400000000"] {
+        let out = kbngctl(&[
+            "licence",
+            "issue",
+            "--signing-key",
+            seed.to_str().unwrap(),
+            "--name",
+            "lab",
+            "--customer",
+            "Lab",
+            "--licence-id",
+            "L-1",
+            "--max-sessions",
+            "5",
+            "--days",
+            days,
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{days}: {out:?}");
+        assert!(
+            err.contains(&format!("--days {days} overflows")),
+            "{days}: {err}"
+        );
+    }
+}

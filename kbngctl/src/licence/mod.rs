@@ -92,9 +92,11 @@ pub fn run(cmd: LicenceCommand) -> anyhow::Result<ExitCode> {
             }
             let key = read_signing_key(&signing_key)?;
             let not_before = not_before.unwrap_or_else(Timestamp::now);
-            let not_after = not_before
-                .checked_add(SignedDuration::from_hours(days * 24))
-                .context("--days overflows the calendar")?;
+            let not_after = days
+                .checked_mul(24)
+                .and_then(SignedDuration::try_from_hours)
+                .and_then(|d| not_before.checked_add(d).ok())
+                .with_context(|| format!("--days {days} overflows the calendar"))?;
             let mut spec = LicenceSpec {
                 customer,
                 licence_id,
