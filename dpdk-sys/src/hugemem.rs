@@ -14,6 +14,8 @@ const HUGE: usize = 2 << 20;
 const MADV_HUGEPAGE: c_int = 14;
 const MADV_COLLAPSE: c_int = 25;
 
+// SAFETY: this is madvise(2)'s C signature (glibc, <sys/mman.h>); calls pass ranges this
+// crate owns (see each call's own SAFETY comment).
 unsafe extern "C" {
     fn madvise(addr: *mut c_void, len: usize, advice: c_int) -> c_int;
 }

@@ -301,7 +301,17 @@ impl AaaFile {
             let auth = sock(&format!("{at}.address"), &s.address, problems);
             let acct = match &s.accounting_address {
                 Some(a) => sock(&format!("{at}.accountingAddress"), a, problems),
-                None => auth.map(|a| SocketAddr::new(a.ip(), a.port().wrapping_add(1))),
+                // The next port (1812 → 1813), which the last port has none of.
+                None => auth.and_then(|a| match a.port().checked_add(1) {
+                    Some(p) => Some(SocketAddr::new(a.ip(), p)),
+                    None => {
+                        problems.push(format!(
+                            "{at}.accountingAddress: needed, {} has no next port",
+                            a.port()
+                        ));
+                        None
+                    }
+                }),
             };
             if let (Some(auth), Some(acct)) = (auth, acct) {
                 servers.push(Server { auth, acct, secret });
