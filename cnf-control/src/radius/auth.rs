@@ -185,6 +185,25 @@ fn address_of(attrs: &[(u8, Vec<u8>)]) -> AddressChoice {
     }
 }
 
+/// The attributes of an answer this control reads as 4-byte values (integers, an address)
+/// that carry another length. Each is ignored, as RFC 6929 §2.8 has an invalid attribute
+/// treated like an unknown one; the caller counts them, since an ignored Session-Timeout is a
+/// session without its limit.
+pub fn malformed(attrs: &[(u8, Vec<u8>)]) -> Vec<u8> {
+    const FOUR_BYTES: [u8; 5] = [
+        attr::SESSION_TIMEOUT,
+        attr::IDLE_TIMEOUT,
+        attr::TERMINATION_ACTION,
+        attr::ACCT_INTERIM_INTERVAL,
+        attr::FRAMED_IP_ADDRESS,
+    ];
+    attrs
+        .iter()
+        .filter(|(k, v)| FOUR_BYTES.contains(k) && v.len() != 4)
+        .map(|(k, _)| *k)
+        .collect()
+}
+
 /// What an answer (already verified) means: the outcome, and what an Access-Accept set for
 /// the accounting.
 pub fn outcome(
@@ -273,6 +292,33 @@ pub(crate) mod tests {
                 inner_vlan: 0,
             },
         }
+    }
+
+    #[test]
+    fn attributes_of_the_wrong_length_are_named_and_ignored() {
+        let attrs = vec![
+            (attr::SESSION_TIMEOUT, vec![0, 0, 14]),
+            (attr::IDLE_TIMEOUT, vec![0, 0, 1, 44]),
+            (attr::FRAMED_IP_ADDRESS, vec![100, 64, 0, 9, 9]),
+            (attr::CLASS, vec![1, 2, 3]),
+        ];
+        assert_eq!(
+            malformed(&attrs),
+            [attr::SESSION_TIMEOUT, attr::FRAMED_IP_ADDRESS]
+        );
+        let c = cfg();
+        match outcome(&c, code::ACCESS_ACCEPT, &attrs).0 {
+            AuthOutcome::Accept {
+                session_timeout_secs,
+                address,
+                ..
+            } => {
+                assert_eq!(session_timeout_secs, None);
+                assert_eq!(address, AddressChoice::Any);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(malformed(&attrs[1..2]).is_empty());
     }
 
     #[test]

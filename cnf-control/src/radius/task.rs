@@ -740,6 +740,16 @@ impl Task {
                     })
                     .unwrap_or_default();
                 let (outcome, acct) = auth::outcome(&self.cfg, c, &attrs);
+                let bad = auth::malformed(&attrs);
+                if c == code::ACCESS_ACCEPT && !bad.is_empty() {
+                    tracing::warn!(
+                        session,
+                        attribute_types = ?bad,
+                        "Access-Accept attributes of the wrong length ignored"
+                    );
+                    self.tally
+                        .add("RADIUS Access-Accept attribute malformed: ignored");
+                }
                 self.tally.add(match c {
                     code::ACCESS_ACCEPT => "RADIUS Access-Accept",
                     code::ACCESS_REJECT => "RADIUS Access-Reject",
