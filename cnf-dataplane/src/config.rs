@@ -576,10 +576,14 @@ mod tests {
     use super::*;
 
     fn args(extra: &[&str]) -> Result<Args, clap::Error> {
+        args_on("0,1", extra)
+    }
+
+    fn args_on(cores: &str, extra: &[&str]) -> Result<Args, clap::Error> {
         let mut v = vec![
             "kbng-dataplane",
             "--cores",
-            "0,1",
+            cores,
             "--access",
             "net_null0",
             "--uplink",
@@ -594,19 +598,7 @@ mod tests {
     #[test]
     fn cores_naming_no_core_and_a_zero_punt_rate_are_refused() {
         for cores in ["", ",", " , "] {
-            let a = Args::try_parse_from([
-                "kbng-dataplane",
-                "--cores",
-                cores,
-                "--access",
-                "net_null0",
-                "--uplink",
-                "net_null1",
-                "--next-hop-mac",
-                "02:00:00:00:00:01",
-            ])
-            .unwrap();
-            let e = Config::from_args(a).unwrap_err();
+            let e = Config::from_args(args_on(cores, &[]).unwrap()).unwrap_err();
             assert!(
                 e.iter().any(|m| m.starts_with("--cores: ")),
                 "{cores:?}: {e:?}"

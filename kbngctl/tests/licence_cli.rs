@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
+use std::path::Path;
 use std::process::{Command, Output};
 
 fn kbngctl(args: &[&str]) -> Output {
@@ -16,53 +17,56 @@ fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// A new signing key written to `path`; prints (returns) its public key.
+fn keygen(path: &Path) -> String {
+    let out = kbngctl(&[
+        "licence",
+        "keygen",
+        "--signing-key-out",
+        path.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    stdout(&out).trim().to_string()
+}
+
+/// `licence issue` signed with `key`: 500 sessions for `days` from 2026-01-01.
+fn issue(key: &Path, days: &str) -> Output {
+    kbngctl(&[
+        "licence",
+        "issue",
+        "--signing-key",
+        key.to_str().unwrap(),
+        "--name",
+        "lab",
+        "--customer",
+        "Lab",
+        "--licence-id",
+        "L-1",
+        "--max-sessions",
+        "500",
+        "--not-before",
+        "2026-01-01T00:00:00Z",
+        "--days",
+        days,
+    ])
+}
+
 #[test]
 fn issue_then_verify_valid_forged_and_expired() {
     let dir = tempfile::tempdir().unwrap();
     let seed = dir.path().join("vendor.key");
     let other_seed = dir.path().join("forger.key");
-    let keygen = kbngctl(&[
-        "licence",
-        "keygen",
-        "--signing-key-out",
-        seed.to_str().unwrap(),
-    ]);
-    assert!(keygen.status.success(), "{keygen:?}");
-    let public = stdout(&keygen).trim().to_string();
-    let forger = kbngctl(&[
-        "licence",
-        "keygen",
-        "--signing-key-out",
-        other_seed.to_str().unwrap(),
-    ]);
-    assert!(forger.status.success());
-
-    let issue = |key: &std::path::Path| {
-        let out = kbngctl(&[
-            "licence",
-            "issue",
-            "--signing-key",
-            key.to_str().unwrap(),
-            "--name",
-            "lab",
-            "--customer",
-            "Lab",
-            "--licence-id",
-            "L-1",
-            "--max-sessions",
-            "500",
-            "--not-before",
-            "2026-01-01T00:00:00Z",
-            "--days",
-            "30",
-        ]);
+    let public = keygen(&seed);
+    keygen(&other_seed);
+    let issued = |key: &Path| {
+        let out = issue(key, "30");
         assert!(out.status.success(), "{out:?}");
         stdout(&out)
     };
     let genuine = dir.path().join("genuine.yaml");
-    std::fs::write(&genuine, issue(&seed)).unwrap();
+    std::fs::write(&genuine, issued(&seed)).unwrap();
     let forged = dir.path().join("forged.yaml");
-    std::fs::write(&forged, issue(&other_seed)).unwrap();
+    std::fs::write(&forged, issued(&other_seed)).unwrap();
 
     let ok = kbngctl(&[
         "licence",
@@ -124,30 +128,9 @@ fn bad_flag_stops_with_a_message_naming_it() {
 fn days_past_the_calendar_are_an_error_naming_the_flag() {
     let dir = tempfile::tempdir().unwrap();
     let seed = dir.path().join("vendor.key");
-    let keygen = kbngctl(&[
-        "licence",
-        "keygen",
-        "--signing-key-out",
-        seed.to_str().unwrap(),
-    ]);
-    assert!(keygen.status.success(), "{keygen:?}");
+    keygen(&seed);
     for days in ["9223372036854775807", "400000000"] {
-        let out = kbngctl(&[
-            "licence",
-            "issue",
-            "--signing-key",
-            seed.to_str().unwrap(),
-            "--name",
-            "lab",
-            "--customer",
-            "Lab",
-            "--licence-id",
-            "L-1",
-            "--max-sessions",
-            "5",
-            "--days",
-            days,
-        ]);
+        let out = issue(&seed, days);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{days}: {out:?}");
         assert!(

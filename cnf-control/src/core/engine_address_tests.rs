@@ -6,7 +6,9 @@ use super::*;
 use crate::core::aaa::AddressChoice;
 use crate::core::dhcp::tests::client_frame;
 use crate::core::pool::PoolConfig;
-use crate::core::test_support::{S, cap, counter, engine_config, mac, msg, pool, replies};
+use crate::core::test_support::{
+    S, authorized, cap, counter, engine_config, mac, msg, pool, replies,
+};
 
 const FIXED: Ipv4Addr = Ipv4Addr::new(100, 64, 0, 201);
 
@@ -42,12 +44,7 @@ fn discover(e: &mut Engine, m: u8) -> SessionId {
         &client_frame(&msg(DhcpMessageType::Discover, m, 1), None),
         S,
     );
-    out.iter()
-        .find_map(|o| match o {
-            Output::Authorize { id, .. } => Some(*id),
-            _ => None,
-        })
-        .expect("asks the AAA")
+    authorized(&out).expect("asks the AAA")
 }
 
 /// Answer `id` with `a`, then REQUEST what was offered: the offered address and the ACK's
@@ -189,12 +186,7 @@ fn an_init_reboot_for_another_address_is_nakked_and_for_the_same_acked() {
         let mut r = msg(DhcpMessageType::Request, m, 7);
         r.requested_ip = Some(ip);
         let out = e.handle_dhcp(0, 0, &client_frame(&r, None), S);
-        out.iter()
-            .find_map(|o| match o {
-                Output::Authorize { id, .. } => Some(*id),
-                _ => None,
-            })
-            .expect("asks the AAA")
+        authorized(&out).expect("asks the AAA")
     };
     let id = init_reboot(&mut e, 1, Ipv4Addr::new(100, 64, 0, 50));
     let out = e.auth_result(id, accept(AddressChoice::Fixed(FIXED)), 2 * S);

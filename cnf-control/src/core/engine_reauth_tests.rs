@@ -4,7 +4,9 @@ use super::*;
 use crate::core::aaa::SubscriberRecord;
 use crate::core::dhcp::tests::client_frame;
 use crate::core::session::Lease;
-use crate::core::test_support::{S, cap, counter, engine_config, mac, msg, programs, replies};
+use crate::core::test_support::{
+    S, authorized, cap, counter, engine_config, mac, msg, programs, replies,
+};
 
 fn engine(cap_n: u64, unknown: UnknownPolicy) -> Engine {
     let mut e = Engine::new(engine_config(unknown), cap(cap_n), 0).unwrap();
@@ -241,13 +243,7 @@ fn radius_sessions_are_not_walked() {
         &client_frame(&msg(DhcpMessageType::Discover, 1, 1), None),
         S,
     );
-    let id = out
-        .iter()
-        .find_map(|o| match o {
-            Output::Authorize { id, .. } => Some(*id),
-            _ => None,
-        })
-        .expect("asked RADIUS");
+    let id = authorized(&out).expect("asked RADIUS");
     let accept = AuthOutcome::Accept {
         plan: Some("gold".into()),
         session_timeout_secs: None,

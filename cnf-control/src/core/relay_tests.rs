@@ -9,7 +9,9 @@ use kbng_wire::{DhcpMessageType, DhcpRepr, MacAddr};
 use super::*;
 use crate::core::dhcp::tests::client_frame;
 use crate::core::engine::{DpSession, Engine, Output, ProgramOp, UnknownPolicy};
-use crate::core::test_support::{GW, S, cap, counter, engine_config, msg, programs, replies};
+use crate::core::test_support::{
+    GW, S, authorized, cap, counter, engine_config, msg, programs, replies,
+};
 
 const KEA: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 2);
 const KEA2: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 3);
@@ -454,13 +456,7 @@ fn a_radius_session_timeout_ends_a_relayed_session_whose_server_lease_outlasts_i
     e.enable_relay(cfg(&[KEA]), 0);
     let yi = Ipv4Addr::new(100, 64, 0, 77);
     let out = dora(&mut e, 1, yi, 3600, 5 * S);
-    let id = out
-        .iter()
-        .find_map(|o| match o {
-            Output::Authorize { id, .. } => Some(*id),
-            _ => None,
-        })
-        .expect("the relayed ACK asks the AAA");
+    let id = authorized(&out).expect("the relayed ACK asks the AAA");
     let accept = AuthOutcome::Accept {
         plan: None,
         session_timeout_secs: Some(10),

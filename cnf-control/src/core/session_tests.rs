@@ -39,6 +39,14 @@ impl Script {
     }
 }
 
+/// The session's address going back to its pool, unquarantined.
+fn freed() -> Vec<Action> {
+    vec![Action::FreeAddress {
+        ip: IP,
+        quarantine: false,
+    }]
+}
+
 fn bound_at(t: u64, grant: Grant) -> Script {
     let mut s = Script::new();
     assert_eq!(
@@ -147,13 +155,7 @@ fn release_waits_for_the_dataplane_then_frees() {
         vec![Action::SendNak { xid: 9 }],
         "no ACK while tearing down"
     );
-    assert_eq!(
-        s.at(11, Event::Removed),
-        vec![Action::FreeAddress {
-            ip: IP,
-            quarantine: false
-        }]
-    );
+    assert_eq!(s.at(11, Event::Removed), freed());
     assert!(s.state.is_terminal());
 }
 
@@ -189,13 +191,7 @@ fn offer_times_out_and_other_server_frees_it() {
     let mut s = Script::new();
     s.at(0, Event::Authorized(Some(GOLD)));
     assert!(s.at(29, Event::Tick).is_empty());
-    assert_eq!(
-        s.at(30, Event::Tick),
-        vec![Action::FreeAddress {
-            ip: IP,
-            quarantine: false
-        }]
-    );
+    assert_eq!(s.at(30, Event::Tick), freed());
     assert_eq!(
         s.state,
         State::Expired {
@@ -334,13 +330,7 @@ fn plan_changed_by_coa() {
 fn a_replaced_offer_frees_its_address_at_once() {
     let mut s = Script::new();
     s.at(0, Event::Authorized(Some(GOLD)));
-    assert_eq!(
-        s.at(1, Event::Replaced),
-        vec![Action::FreeAddress {
-            ip: IP,
-            quarantine: false
-        }]
-    );
+    assert_eq!(s.at(1, Event::Replaced), freed());
     assert!(s.state.is_terminal());
 }
 
@@ -368,22 +358,10 @@ fn a_drain_a_refusal_an_idle_timeout_or_a_replacement_ends_a_bound_session_with_
 #[test]
 fn rejected_and_timed_out_authorizations_free_the_address() {
     let mut s = Script::new();
-    assert_eq!(
-        s.at(0, Event::Authorized(None)),
-        vec![Action::FreeAddress {
-            ip: IP,
-            quarantine: false
-        }]
-    );
+    assert_eq!(s.at(0, Event::Authorized(None)), freed());
     let mut s = Script::new();
     assert!(s.at(9, Event::Tick).is_empty());
-    assert_eq!(
-        s.at(10, Event::Tick),
-        vec![Action::FreeAddress {
-            ip: IP,
-            quarantine: false
-        }]
-    );
+    assert_eq!(s.at(10, Event::Tick), freed());
     assert_eq!(
         s.state,
         State::Expired {

@@ -9,6 +9,7 @@ use std::net::Ipv4Addr;
 
 use kbng_wire::{DhcpMessageType, DhcpOp, DhcpRepr, Ipv4Packet, MacAddr, UdpPacket, parse_l2};
 
+use crate::core::SessionId;
 use crate::core::engine::{Engine, EngineConfig, Output, ProgramOp, UnknownPolicy};
 use crate::core::licence::{Cap, CapSource};
 use crate::core::pacing::PacingConfig;
@@ -95,6 +96,14 @@ pub(crate) fn replies(out: &[Output]) -> Vec<DhcpRepr> {
 }
 
 /// The dataplane programming among outputs.
+/// The session an engine asks the AAA (RADIUS) to authorize among `out`, if any.
+pub(crate) fn authorized(out: &[Output]) -> Option<SessionId> {
+    out.iter().find_map(|o| match o {
+        Output::Authorize { id, .. } => Some(*id),
+        _ => None,
+    })
+}
+
 pub(crate) fn programs(out: &[Output]) -> Vec<ProgramOp> {
     out.iter()
         .filter_map(|o| match o {

@@ -596,7 +596,7 @@ mod tests {
         use crate::core::aaa::{AddressChoice, AuthOutcome};
         use crate::core::dhcp::tests::client_frame;
         use crate::core::engine::UnknownPolicy;
-        use crate::core::test_support::{cap, engine_config};
+        use crate::core::test_support::{authorized, cap, engine_config};
         use kbng_wire::{DhcpMessageType, DhcpOp, DhcpRepr};
         let mut cfg = engine_config(UnknownPolicy::Captive);
         cfg.external_auth = true;
@@ -604,13 +604,7 @@ mod tests {
         let mac = kbng_wire::MacAddr([2, 0, 0, 0, 1, 1]);
         let d = DhcpRepr::new(DhcpOp::BootRequest, DhcpMessageType::Discover, 1, mac);
         let out = e.handle_dhcp(0, 0, &client_frame(&d, None), 0);
-        let id = out
-            .iter()
-            .find_map(|o| match o {
-                Output::Authorize { id, .. } => Some(*id),
-                _ => None,
-            })
-            .unwrap();
+        let id = authorized(&out).unwrap();
         e.auth_result(
             id,
             AuthOutcome::Accept {
