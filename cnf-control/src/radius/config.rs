@@ -317,6 +317,17 @@ impl AaaFile {
                 servers.push(Server { auth, acct, secret });
             }
         }
+        // One socket, of the first server's family, sends to them all.
+        let families = |v6: bool| {
+            servers
+                .iter()
+                .any(|s| s.auth.is_ipv6() == v6 || s.acct.is_ipv6() == v6)
+        };
+        if families(true) && families(false) {
+            problems.push(
+                "aaa.radius.servers: all IPv4 or all IPv6 (one socket sends to them all)".into(),
+            );
+        }
         if !(100..=10_000).contains(&r.timeout_ms) {
             problems.push(format!(
                 "aaa.radius.timeoutMs: {} is outside 100..=10000",
@@ -522,6 +533,27 @@ mod tests {
         assert_eq!(c.auth_method, AuthMethod::Chap);
         let e = parse(&yaml("chapv2")).unwrap_err();
         assert!(e[0].contains("chapv2"), "{e:?}");
+    }
+
+    #[test]
+    fn servers_share_one_family_and_the_last_port_has_no_next() {
+        let p = secret_file("testing123");
+        let servers = |a: &str, b: &str| {
+            format!(
+                "radius: {{servers: [{{address: '{a}', secretFile: {s}}}, {{address: '{b}', secretFile: {s}}}], nasIdentifier: x}}",
+                s = p.display()
+            )
+        };
+        assert!(parse(&servers("127.0.0.1:1812", "127.0.0.2:1812")).is_ok());
+        assert!(parse(&servers("[::1]:1812", "[::2]:1812")).is_ok());
+        assert_eq!(
+            parse(&servers("127.0.0.1:1812", "[::1]:1812")).unwrap_err(),
+            ["aaa.radius.servers: all IPv4 or all IPv6 (one socket sends to them all)"]
+        );
+        assert_eq!(
+            parse(&servers("127.0.0.1:65535", "127.0.0.2:1812")).unwrap_err(),
+            ["aaa.radius.servers[0].accountingAddress: needed, 65535 has no next port"]
+        );
     }
 
     #[test]
