@@ -339,6 +339,18 @@ impl Config {
         })
     }
 
+    /// Whether the licence source configured can be read (for `--check-config`: a start
+    /// falls back on the free baseline, but a check must not call that valid).
+    pub fn licence_readable(&self) -> Result<(), String> {
+        if let Some(g) = &self.licence_grant {
+            g.readable()?;
+        }
+        if let Some(p) = &self.cap_file {
+            read_cap(p)?;
+        }
+        Ok(())
+    }
+
     /// The cap at start: from the signed grant or the cap file, else the free baseline.
     pub fn initial_cap(&self) -> Cap {
         if let Some(g) = &self.licence_grant {

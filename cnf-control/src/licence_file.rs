@@ -55,6 +55,13 @@ fn read_key(src: &KeySource) -> Result<VerifyingKey, String> {
 
 impl GrantConfig {
     /// The cap in force at `now_ns`.
+    /// Whether both files read and parse (a licence out of its window still does).
+    pub fn readable(&self) -> Result<(), String> {
+        read_spec(&self.file)?;
+        read_key(&self.key)?;
+        Ok(())
+    }
+
     pub fn cap(&self, now_ns: u64) -> Cap {
         let spec = read_spec(&self.file);
         let key = read_key(&self.key);
@@ -84,6 +91,7 @@ mod tests {
             file: samples().join("licence.yaml"),
             key: KeySource::File(samples().join("lab-licence-public.key")),
         };
+        assert_eq!(g.readable(), Ok(()));
         let cap = g.cap(IN_WINDOW_NS);
         assert_eq!(cap.max_sessions, 1000, "{cap:?}");
         assert!(
@@ -100,6 +108,8 @@ mod tests {
         let r = g.cap(IN_WINDOW_NS).report(IN_WINDOW_NS);
         assert_eq!(r.source, "free-baseline");
         assert!(r.message.contains("no-such-licence.yaml"), "{}", r.message);
+        let unreadable = g.readable().unwrap_err();
+        assert!(unreadable.contains("no-such-licence.yaml"), "{unreadable}");
         let g = GrantConfig {
             file: samples().join("licence.yaml"),
             key: KeySource::Inline("AAAA".into()),
@@ -107,6 +117,7 @@ mod tests {
         let r = g.cap(IN_WINDOW_NS).report(IN_WINDOW_NS);
         assert_eq!(r.cap, grant::FREE_BASELINE_SESSIONS);
         assert!(r.message.contains("publicKey"), "{}", r.message);
+        assert!(g.readable().unwrap_err().contains("publicKey"));
     }
 
     #[test]

@@ -106,6 +106,8 @@ async fn main() -> anyhow::Result<()> {
         if let Some((_, (_, Err(problem)))) = &records {
             anyhow::bail!("{problem}");
         }
+        cfg.licence_readable()
+            .map_err(|e| anyhow::anyhow!("licence: {e}"))?;
         println!(
             "kbng-control: configuration valid: {} dataplane(s) {:?}, {} plan(s), cap {} ({:?}), \
              store {}, API {}{}{}",
