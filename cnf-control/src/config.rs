@@ -304,8 +304,9 @@ fn cidr(s: &str) -> Result<(Ipv4Addr, u8), String> {
 /// network meant), as the dataplanes and pools take it.
 fn network(s: &str) -> Result<(Ipv4Addr, u8), String> {
     let (ip, len) = cidr(s)?;
-    let mask = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
-    let net = Ipv4Addr::from(u32::from(ip) & mask);
+    let net = kbng_wire::Ipv4Cidr::new(ip, len)
+        .map_err(|e| format!("{s:?}: {e}"))?
+        .network();
     if net != ip {
         return Err(format!(
             "{s:?} has host bits set (the network is {net}/{len})"
