@@ -7,6 +7,13 @@ use crate::ApiError;
 /// Highest VLAN id a tag may carry (IEEE 802.1Q reserves 4095).
 pub const MAX_VLAN_ID: u32 = 4094;
 
+/// Most subscriber gateway addresses one access configuration carries: a dataplane's access
+/// table holds this many and refuses a larger configuration whole.
+pub const MAX_GATEWAYS: usize = 256;
+
+/// Most walled-garden rules one access configuration carries (as [`MAX_GATEWAYS`]).
+pub const MAX_GARDEN_RULES: usize = 256;
+
 /// A MAC address from its 6-byte encoding.
 pub fn mac(field: &str, bytes: &[u8]) -> Result<[u8; 6], ApiError> {
     <[u8; 6]>::try_from(bytes)

@@ -315,10 +315,6 @@ fn network(s: &str) -> Result<(Ipv4Addr, u8), String> {
     Ok((ip, len))
 }
 
-/// Walled-garden rules a dataplane's access table holds (`kbng_dataplane::tables::access`);
-/// it refuses a larger configuration whole.
-const MAX_GARDEN_RULES: usize = 256;
-
 /// A pool's lease time: the BNG resource's schema asks 60 s at least, but a control
 /// configured by hand may lease for seconds (the lease-expiry tests do); never for none.
 const LEASE_SECS: std::ops::RangeInclusive<u32> = 1..=31_536_000;
@@ -503,11 +499,11 @@ impl ConfigFile {
         }
         let mut garden = Vec::new();
         // The dataplanes refuse an access configuration with more (all of it, not the rest).
-        if self.walled_garden.allowed.len() > MAX_GARDEN_RULES {
+        if self.walled_garden.allowed.len() > kbng_api::fields::MAX_GARDEN_RULES {
             problems.push(format!(
                 "walledGarden.allowed: {} rules, at most {}",
                 self.walled_garden.allowed.len(),
-                MAX_GARDEN_RULES
+                kbng_api::fields::MAX_GARDEN_RULES
             ));
         }
         for (i, r) in self.walled_garden.allowed.iter().enumerate() {

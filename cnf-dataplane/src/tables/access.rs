@@ -6,10 +6,8 @@ use arrayvec::ArrayVec;
 
 use crate::nodes::walled_garden::WalledGardenRule;
 
-/// Most gateway addresses.
-pub const MAX_GATEWAYS: usize = 256;
-/// Most walled-garden rules.
-pub const MAX_GARDEN_RULES: usize = 256;
+/// The contract's limits, which this table's fixed capacity is.
+pub use kbng_api::fields::{MAX_GARDEN_RULES, MAX_GATEWAYS};
 
 /// Gateways and walled garden.
 #[derive(Debug, Clone, Default)]
