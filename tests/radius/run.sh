@@ -264,25 +264,7 @@ if ((rej >= 1 && acc >= 2 && fo >= 1)); then ok "counters: accepted=$acc rejecte
     bad "counters of accepts, rejects and failovers" "accepted=$acc rejected=$rej failovers=$fo"; fi
 # Read from the server's dump of each Access-Request; a request without it is logged by the
 # server as "does not contain required Message-Authenticator", which must not appear.
-signed_requests() {
-    /usr/bin/python3 - "$tmp/freeradius.log" <<'PY'
-import re, sys
-kind, attrs, unsigned = {}, {}, False
-for line in open(sys.argv[1], errors="replace"):
-    unsigned |= "does not contain required Message-Authenticator" in line
-    m = re.match(r"\((\d+)\)\s+(.*)", line)
-    if not m:
-        continue
-    n, rest = m.groups()
-    if rest.startswith("Received "):
-        kind[n], attrs[n] = rest.split()[1], []
-    elif n in attrs:
-        attrs[n].append(rest.strip())
-requests = [a for n, a in attrs.items() if kind[n] == "Access-Request"]
-signed = [a for a in requests if any(re.match(r"Message-Authenticator = 0x[0-9a-f]{32}$", x) for x in a)]
-sys.exit(0 if requests and len(signed) == len(requests) and not unsigned else 1)
-PY
-}
+signed_requests() { /usr/bin/python3 "$here/debuglog.py" signed "$tmp/freeradius.log"; }
 check "Access-Requests carry Message-Authenticator (the client requires it)" signed_requests
 
 # ---- accounting: Start, then Interim-Update with octets after traffic
@@ -380,22 +362,8 @@ asid19=$(printf '%016x' "${id19:-0}")
 reauthorized_twice() { (($(counter "re-authorization accepted") >= reauth0 + 2)); }
 # FreeRADIUS (-X) logged an Access-Request naming the running session and its address.
 asked_again() {
-    /usr/bin/python3 - "$tmp/freeradius.log" "$asid19" "$ip19" <<'PY'
-import re, sys
-log, asid, ip = sys.argv[1:]
-kind, attrs = {}, {}
-for line in open(log, errors="replace"):
-    m = re.match(r"\((\d+)\)\s+(.*)", line)
-    if not m:
-        continue
-    n, rest = m.groups()
-    if rest.startswith("Received "):
-        kind[n], attrs[n] = rest.split()[1], set()
-    elif n in attrs:
-        attrs[n].add(rest.strip())
-want = {f'Acct-Session-Id = "{asid}"', f"Framed-IP-Address = {ip}"}
-sys.exit(0 if any(kind[n] == "Access-Request" and want <= a for n, a in attrs.items()) else 1)
-PY
+    /usr/bin/python3 "$here/debuglog.py" asked "$tmp/freeradius.log" \
+        "Acct-Session-Id = \"$asid19\"" "Framed-IP-Address = $ip19"
 }
 if [[ $lease19 == 600 && $again19 == True ]] && wait_for 15 reauthorized_twice && [[ $(session_of "$ip19" id) == "$id19" ]] &&
     ! detail_has "$asid19" Stop True && asked_again && reach c19 &&
